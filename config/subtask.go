@@ -1,0 +1,106 @@
+package config
+
+// Meta is a binlog location where incremental replication starts.
+type Meta struct {
+	BinlogName string `json:"binlog-name"`
+	BinlogPos  uint32 `json:"binlog-pos"`
+	BinlogGTID string `json:"binlog-gtid"`
+}
+
+// TableRef names one table (or a pattern of tables, with * and ? wildcards).
+type TableRef struct {
+	DBName  string `json:"db-name"`
+	TblName string `json:"tbl-name"`
+}
+
+// BAList is a block-allow list of schemas and tables.
+type BAList struct {
+	DoDBs        []string   `json:"do-dbs,omitempty"`
+	DoTables     []TableRef `json:"do-tables,omitempty"`
+	IgnoreDBs    []string   `json:"ignore-dbs,omitempty"`
+	IgnoreTables []TableRef `json:"ignore-tables,omitempty"`
+}
+
+// RouteRule renames matching tables (or merges many into one) on the target.
+type RouteRule struct {
+	SchemaPattern string `json:"schema-pattern"`
+	TablePattern  string `json:"table-pattern"`
+	TargetSchema  string `json:"target-schema"`
+	TargetTable   string `json:"target-table"`
+}
+
+// FilterRule ignores (or explicitly does) binlog events of matching tables by
+// event type or, for DDL, by SQL pattern.
+type FilterRule struct {
+	SchemaPattern string   `json:"schema-pattern"`
+	TablePattern  string   `json:"table-pattern"`
+	Events        []string `json:"events,omitempty"`
+	SQLPattern    []string `json:"sql-pattern,omitempty"`
+	Action        string   `json:"action"`
+}
+
+// Filter actions.
+const (
+	FilterIgnore = "Ignore"
+	FilterDo     = "Do"
+)
+
+// SyncerConfig tunes the sync unit.
+type SyncerConfig struct {
+	WorkerCount int  `json:"worker-count"`
+	Batch       int  `json:"batch"`
+	SafeMode    bool `json:"safe-mode"`
+	// CheckpointFlushInterval is in seconds.
+	CheckpointFlushInterval int `json:"checkpoint-flush-interval"`
+}
+
+// MydumperConfig tunes the dump unit.
+type MydumperConfig struct {
+	Threads int   `json:"threads"`
+	Rows    int64 `json:"rows"`
+}
+
+// LoaderConfig tunes the load unit.
+type LoaderConfig struct {
+	PoolSize int    `json:"pool-size"`
+	Dir      string `json:"dir"`
+}
+
+// ValidatorConfig tunes the validator of a subtask.
+type ValidatorConfig struct {
+	Mode          string   `json:"mode"`
+	WorkerCount   int      `json:"worker-count"`
+	RowErrorDelay Duration `json:"row-error-delay"`
+}
+
+// Validator modes.
+const (
+	ValidationNone = "none"
+	ValidationFast = "fast"
+	ValidationFull = "full"
+)
+
+// Task modes.
+const (
+	ModeFull        = "full"
+	ModeIncremental = "incremental"
+	ModeAll         = "all"
+)
+
+// SubTaskConfig is one source's share of a task.
+type SubTaskConfig struct {
+	Name           string          `json:"name"`
+	SourceID       string          `json:"source-id"`
+	TaskMode       string          `json:"task-mode"`
+	Meta           Meta            `json:"meta"`
+	TargetDatabase DBConfig        `json:"target-database"`
+	MetaSchema     string          `json:"meta-schema"`
+	CaseSensitive  bool            `json:"case-sensitive"`
+	BAList         BAList          `json:"block-allow-list"`
+	RouteRules     []RouteRule     `json:"route-rules,omitempty"`
+	FilterRules    []FilterRule    `json:"filter-rules,omitempty"`
+	Syncer         SyncerConfig    `json:"syncer"`
+	Mydumper       MydumperConfig  `json:"mydumper"`
+	Loader         LoaderConfig    `json:"loader"`
+	Validator      ValidatorConfig `json:"validator"`
+}

@@ -1,0 +1,43 @@
+package ha
+
+import "github.com/dmworker/dm-worker/pkg/stage"
+
+// Stage is the expected stage of a relay, subtask, validator or stream task
+// as written by the master (DESIGN.md §3).
+type Stage struct {
+	Expect stage.Stage `json:"expect"`
+	Source string      `json:"source"`
+	// Task is the subtask or stream name; empty for relay.
+	Task string `json:"task,omitempty"`
+	// IgnoreUntreated, on a stream stage, makes a resume start from the
+	// binlog position current at resume time instead of the checkpoint.
+	IgnoreUntreated bool `json:"ignore-untreated,omitempty"`
+
+	// IsDeleted is set for a delete event; Source and Task then come from
+	// the key.
+	IsDeleted bool `json:"-"`
+	// Revision is the etcd ModRevision of the value (or of the delete).
+	Revision int64 `json:"-"`
+}
+
+// WorkerInfo is the value of P/worker/info/{worker}.
+type WorkerInfo struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
+}
+
+// KeepaliveInfo is the value of P/worker/keepalive/{worker}.
+type KeepaliveInfo struct {
+	Name     string `json:"name"`
+	JoinTime string `json:"join-time"`
+}
+
+// Bound is the value of P/source/bound/{worker} and of
+// P/source/relay/{worker}.
+type Bound struct {
+	Source string `json:"source"`
+	Worker string `json:"worker"`
+
+	IsDeleted bool  `json:"-"`
+	Revision  int64 `json:"-"`
+}
