@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // DBConfig is how to reach a MySQL-compatible server.
 type DBConfig struct {
 	Host     string `json:"host" toml:"host"`
@@ -46,3 +48,32 @@ const (
 	FlavorMariaDB = "mariadb"
 	FlavorMySQL   = "mysql"
 )
+
+// Validate reports every problem of the source config at once as a
+// *ValidationError (nil when there is none). Call it after Parse/Adjust.
+func (c *SourceConfig) Validate() error {
+	var p problems
+	p.name("source-id", "source", c.SourceID)
+	switch strings.ToLower(c.Flavor) {
+	case "", FlavorMariaDB, FlavorMySQL:
+	default:
+		p.add("flavor", c.Flavor, `must be "mariadb", "mysql" or empty (detected from the server)`)
+	}
+	c.From.validate(&p, "from")
+	if c.Purge.Interval < 0 {
+		p.add("purge.interval", c.Purge.Interval, "must not be negative (seconds)")
+	}
+	if c.Purge.Expires < 0 {
+		p.add("purge.expires", c.Purge.Expires, "must not be negative (hours; 0 disables purging by age)")
+	}
+	if c.Purge.RemainSpace < 0 {
+		p.add("purge.remain-space", c.Purge.RemainSpace, "must not be negative (GB; 0 disables purging by free space)")
+	}
+	if c.Checker.BackoffMin.Duration <= 0 {
+		p.add("checker.backoff-min", c.Checker.BackoffMin, "must be positive")
+	}
+	if c.Checker.BackoffMax.Duration < c.Checker.BackoffMin.Duration {
+		p.add("checker.backoff-max", c.Checker.BackoffMax, "must not be less than checker.backoff-min ("+c.Checker.BackoffMin.String()+")")
+	}
+	return p.err()
+}

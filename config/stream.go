@@ -1,5 +1,10 @@
 package config
 
+import (
+	"net/url"
+	"strings"
+)
+
 // FileSinkConfig writes change events as JSON lines into rotating files.
 type FileSinkConfig struct {
 	Dir        string   `json:"dir"`
@@ -41,4 +46,71 @@ type StreamConfig struct {
 	Snapshot bool       `json:"snapshot"`
 	Start    Meta       `json:"start"`
 	Sink     SinkConfig `json:"sink"`
+}
+
+// Validate reports every problem of the stream config at once as a
+// *ValidationError (nil when there is none). Call it after Parse/Adjust.
+func (c *StreamConfig) Validate() error {
+	var p problems
+	p.name("name", "stream", c.Name)
+	p.name("source-id", "source", c.SourceID)
+	c.BAList.validate(&p, "block-allow-list")
+	c.Start.validate(&p, "start")
+	c.Sink.validate(&p, "sink")
+	return p.err()
+}
+
+func (s *SinkConfig) validate(p *problems, path string) {
+	typ := strings.ToLower(s.Type)
+	switch typ {
+	case SinkFile:
+		if s.File == nil {
+			p.add(join(path, "file"), "", "must be set when sink.type is file")
+		} else {
+			if s.File.Dir == "" {
+				p.add(join(path, "file.dir"), s.File.Dir, "must not be empty")
+			}
+			if s.File.RotateSize <= 0 {
+				p.add(join(path, "file.rotate-size"), int64(s.File.RotateSize), "must be positive")
+			}
+		}
+	case SinkWebhook:
+		if s.Webhook == nil {
+			p.add(join(path, "webhook"), "", "must be set when sink.type is webhook")
+		} else {
+			u, err := url.Parse(s.Webhook.URL)
+			switch {
+			case err != nil:
+				p.add(join(path, "webhook.url"), redactURL(s.Webhook.URL), "must be an http or https URL")
+			case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+				p.add(join(path, "webhook.url"), redactURL(s.Webhook.URL), "must be an http or https URL with a host")
+			}
+			if s.Webhook.Timeout.Duration <= 0 {
+				p.add(join(path, "webhook.timeout"), s.Webhook.Timeout, "must be positive")
+			}
+		}
+	case SinkNATS:
+		if s.NATS == nil {
+			p.add(join(path, "nats"), "", "must be set when sink.type is nats")
+		} else {
+			if s.NATS.URL == "" {
+				p.add(join(path, "nats.url"), "", "must not be empty")
+			}
+			if s.NATS.Subject == "" {
+				p.add(join(path, "nats.subject"), "", "must not be empty")
+			}
+		}
+	default:
+		p.add(join(path, "type"), s.Type, "must be file, webhook or nats")
+	}
+	// A sub-config of another type is almost always a forgotten edit.
+	if s.File != nil && typ != SinkFile {
+		p.add(join(path, "file"), "set", "must be absent unless sink.type is file")
+	}
+	if s.Webhook != nil && typ != SinkWebhook {
+		p.add(join(path, "webhook"), "set", "must be absent unless sink.type is webhook")
+	}
+	if s.NATS != nil && typ != SinkNATS {
+		p.add(join(path, "nats"), "set", "must be absent unless sink.type is nats")
+	}
 }

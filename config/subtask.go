@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Meta is a binlog location where incremental replication starts.
 type Meta struct {
 	BinlogName string `json:"binlog-name"`
@@ -103,4 +105,35 @@ type SubTaskConfig struct {
 	Mydumper       MydumperConfig  `json:"mydumper"`
 	Loader         LoaderConfig    `json:"loader"`
 	Validator      ValidatorConfig `json:"validator"`
+}
+
+// Validate reports every problem of the subtask config at once as a
+// *ValidationError (nil when there is none). Call it after Parse/Adjust.
+func (c *SubTaskConfig) Validate() error {
+	var p problems
+	c.validate(&p)
+	return p.err()
+}
+
+func (c *SubTaskConfig) validate(p *problems) {
+	p.name("name", "task", c.Name)
+	p.name("source-id", "source", c.SourceID)
+	validateTaskMode(p, "task-mode", c.TaskMode)
+	c.Meta.validate(p, "meta")
+	if strings.EqualFold(c.TaskMode, ModeIncremental) && c.Meta.empty() {
+		p.add("meta", "{}", "an incremental task needs meta.binlog-name or meta.binlog-gtid")
+	}
+	c.TargetDatabase.validate(p, "target-database")
+	validateMetaSchema(p, "meta-schema", c.MetaSchema)
+	c.BAList.validate(p, "block-allow-list")
+	for i := range c.RouteRules {
+		c.RouteRules[i].validate(p, index("route-rules", i))
+	}
+	for i := range c.FilterRules {
+		c.FilterRules[i].validate(p, index("filter-rules", i))
+	}
+	c.Syncer.validate(p, "syncer")
+	c.Mydumper.validate(p, "mydumper")
+	c.Loader.validate(p, "loader")
+	c.Validator.validate(p, "validator")
 }

@@ -1,5 +1,13 @@
 package config
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
 // MySQLInstance is one source's entry in a DM task file; its rule fields
 // name entries of the task file's named maps.
 type MySQLInstance struct {
@@ -29,4 +37,150 @@ type TaskConfig struct {
 	Mydumpers      map[string]MydumperConfig  `json:"mydumpers,omitempty"`
 	Loaders        map[string]LoaderConfig    `json:"loaders,omitempty"`
 	Validators     map[string]ValidatorConfig `json:"validators,omitempty"`
+}
+
+// Validate reports every problem of the task file at once as a
+// *ValidationError (nil when there is none): the task's own fields, every
+// named rule and config, every instance, duplicate source ids and references
+// to rules or configs that do not exist. Call it after Parse/Adjust.
+func (c *TaskConfig) Validate() error {
+	var p problems
+	p.name("name", "task", c.Name)
+	validateTaskMode(&p, "task-mode", c.TaskMode)
+	validateMetaSchema(&p, "meta-schema", c.MetaSchema)
+	c.TargetDatabase.validate(&p, "target-database")
+
+	for _, k := range slices.Sorted(maps.Keys(c.BAList)) {
+		b := c.BAList[k]
+		b.validate(&p, join("block-allow-list", k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Routes)) {
+		r := c.Routes[k]
+		r.validate(&p, join("routes", k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Filters)) {
+		r := c.Filters[k]
+		r.validate(&p, join("filters", k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Syncers)) {
+		s := c.Syncers[k]
+		s.validate(&p, join("syncers", k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Mydumpers)) {
+		m := c.Mydumpers[k]
+		m.validate(&p, join("mydumpers", k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Loaders)) {
+		l := c.Loaders[k]
+		l.validate(&p, join("loaders", k))
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Validators)) {
+		v := c.Validators[k]
+		v.validate(&p, join("validators", k))
+	}
+
+	if len(c.MySQLInstances) == 0 {
+		p.add("mysql-instances", "[]", "a task needs at least one source")
+	}
+	seen := make(map[string]int, len(c.MySQLInstances))
+	for i := range c.MySQLInstances {
+		c.validateInstance(&p, i, seen)
+	}
+	return p.err()
+}
+
+// validateInstance checks one mysql-instances entry; seen maps source ids to
+// the index of the first instance that used them.
+func (c *TaskConfig) validateInstance(p *problems, i int, seen map[string]int) {
+	inst := &c.MySQLInstances[i]
+	at := index("mysql-instances", i)
+	p.name(join(at, "source-id"), "source", inst.SourceID)
+	if first, dup := seen[inst.SourceID]; dup {
+		p.add(join(at, "source-id"), inst.SourceID,
+			"duplicate source id: already used by mysql-instances["+strconv.Itoa(first)+"]; a source takes part in a task once")
+	} else {
+		seen[inst.SourceID] = i
+	}
+	if inst.Meta != nil {
+		inst.Meta.validate(p, join(at, "meta"))
+	}
+	if strings.EqualFold(c.TaskMode, ModeIncremental) && (inst.Meta == nil || inst.Meta.empty()) {
+		p.add(join(at, "meta"), "{}", "an incremental task needs meta.binlog-name or meta.binlog-gtid for every source")
+	}
+	ref := func(field, name, section string, exists bool) {
+		if name != "" && !exists {
+			p.add(join(at, field), name, "no such entry in "+section)
+		}
+	}
+	_, ok := c.BAList[inst.BAListName]
+	ref("block-allow-list", inst.BAListName, "block-allow-list", ok)
+	for j, name := range inst.RouteRules {
+		_, ok := c.Routes[name]
+		ref(index("route-rules", j), name, "routes", ok)
+	}
+	for j, name := range inst.FilterRules {
+		_, ok := c.Filters[name]
+		ref(index("filter-rules", j), name, "filters", ok)
+	}
+	_, ok = c.Syncers[inst.SyncerConfigName]
+	ref("syncer-config-name", inst.SyncerConfigName, "syncers", ok)
+	_, ok = c.Mydumpers[inst.MydumperConfigName]
+	ref("mydumper-config-name", inst.MydumperConfigName, "mydumpers", ok)
+	_, ok = c.Loaders[inst.LoaderConfigName]
+	ref("loader-config-name", inst.LoaderConfigName, "loaders", ok)
+	_, ok = c.Validators[inst.ValidatorConfigName]
+	ref("validator-config-name", inst.ValidatorConfigName, "validators", ok)
+}
+
+// SubTaskConfigs validates the task and splits it into one SubTaskConfig per
+// mysql-instances entry, in order. Each subtask inherits name, task-mode,
+// target-database, meta-schema and case-sensitive, takes its instance's meta
+// and gets copies (never shared slices or maps) of the rules and configs its
+// instance names; pieces it does not name get the defaults. A rule name that
+// does not resolve is reported by Validate before any split.
+func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([]*SubTaskConfig, 0, len(c.MySQLInstances))
+	for i := range c.MySQLInstances {
+		inst := &c.MySQLInstances[i]
+		st := NewSubTaskConfig()
+		st.Name = c.Name
+		st.SourceID = inst.SourceID
+		st.TaskMode = c.TaskMode
+		if inst.Meta != nil {
+			st.Meta = *inst.Meta
+		}
+		st.TargetDatabase = c.TargetDatabase
+		st.MetaSchema = c.MetaSchema
+		st.CaseSensitive = c.CaseSensitive
+		if inst.BAListName != "" {
+			st.BAList = c.BAList[inst.BAListName].clone()
+		}
+		for _, name := range inst.RouteRules {
+			st.RouteRules = append(st.RouteRules, c.Routes[name])
+		}
+		for _, name := range inst.FilterRules {
+			st.FilterRules = append(st.FilterRules, c.Filters[name].clone())
+		}
+		if inst.SyncerConfigName != "" {
+			st.Syncer = c.Syncers[inst.SyncerConfigName]
+		}
+		if inst.MydumperConfigName != "" {
+			st.Mydumper = c.Mydumpers[inst.MydumperConfigName]
+		}
+		if inst.LoaderConfigName != "" {
+			st.Loader = c.Loaders[inst.LoaderConfigName]
+		}
+		if inst.ValidatorConfigName != "" {
+			st.Validator = c.Validators[inst.ValidatorConfigName]
+		}
+		st.Adjust()
+		if err := st.Validate(); err != nil {
+			return nil, fmt.Errorf("config: task %s: subtask for mysql-instances[%d] (source %s): %w", c.Name, i, inst.SourceID, err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }

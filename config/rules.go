@@ -1,0 +1,190 @@
+package config
+
+import (
+	"regexp"
+	"strings"
+)
+
+// filterEvents are the binlog event types a filter rule may name, as in DM's
+// binlog event filter (tidb-tools/binlog-filter), lower case.
+var filterEvents = map[string]bool{
+	"all": true, "all dml": true, "all ddl": true,
+	"none": true, "none dml": true, "none ddl": true,
+	"incompatible ddl changes": true,
+	"insert":                   true, "update": true, "delete": true,
+	"create database": true, "drop database": true, "alter database": true,
+	"create schema": true, "drop schema": true,
+	"create table": true, "drop table": true, "truncate table": true,
+	"rename table": true, "alter table": true,
+	"create index": true, "drop index": true,
+	"create view": true, "drop view": true,
+	"value range decrease": true, "precision decrease": true,
+	"modify column": true, "rename column": true, "rename index": true,
+	"drop column": true, "drop primary key": true, "drop unique key": true,
+	"modify default value": true, "modify constraint": true,
+	"modify columns order": true, "modify charset": true, "modify collation": true,
+	"remove auto increment": true, "modify storage engine": true,
+	"add table partition": true, "drop table partition": true,
+	"truncate table partition": true, "reorganize table partition": true,
+	"rebuild table partition": true, "coalesce table partition": true,
+	"split table partition": true, "exchange table partition": true,
+}
+
+// IsFilterEvent reports whether e (case-insensitive) is a binlog event type
+// of DM's binlog event filter ("all dml", "truncate table", ...).
+func IsFilterEvent(e string) bool { return filterEvents[strings.ToLower(e)] }
+
+const filterEventsHelp = "must be a DM binlog event type: all, all dml, all ddl, none, none dml, none ddl, " +
+	"incompatible ddl changes, insert, update, delete, create database, drop database, alter database, " +
+	"create table, drop table, truncate table, rename table, alter table, create index, drop index, " +
+	"create view, drop view, or a finer DDL kind such as modify column or drop table partition"
+
+// validate checks the table references of a block-allow list.
+func (b *BAList) validate(p *problems, path string) {
+	for i, db := range b.DoDBs {
+		if db == "" {
+			p.add(index(join(path, "do-dbs"), i), db, "must not be empty (use * to match every schema)")
+		}
+	}
+	for i, db := range b.IgnoreDBs {
+		if db == "" {
+			p.add(index(join(path, "ignore-dbs"), i), db, "must not be empty")
+		}
+	}
+	checkTables := func(list string, refs []TableRef) {
+		for i, t := range refs {
+			at := index(join(path, list), i)
+			if t.DBName == "" {
+				p.add(join(at, "db-name"), t.DBName, "must not be empty (wildcards * and ? allowed)")
+			}
+			if t.TblName == "" {
+				p.add(join(at, "tbl-name"), t.TblName, "must not be empty (wildcards * and ? allowed)")
+			}
+		}
+	}
+	checkTables("do-tables", b.DoTables)
+	checkTables("ignore-tables", b.IgnoreTables)
+}
+
+// validate checks one route rule.
+func (r *RouteRule) validate(p *problems, path string) {
+	if r.SchemaPattern == "" {
+		p.add(join(path, "schema-pattern"), r.SchemaPattern, "must not be empty")
+	}
+	if r.TargetSchema == "" {
+		p.add(join(path, "target-schema"), r.TargetSchema, "must not be empty")
+	}
+	if r.TargetTable != "" && r.TablePattern == "" {
+		p.add(join(path, "table-pattern"), r.TablePattern, "must not be empty when target-table is set")
+	}
+}
+
+// validate checks one filter rule.
+func (r *FilterRule) validate(p *problems, path string) {
+	if r.SchemaPattern == "" {
+		p.add(join(path, "schema-pattern"), r.SchemaPattern, "must not be empty")
+	}
+	if !strings.EqualFold(r.Action, FilterIgnore) && !strings.EqualFold(r.Action, FilterDo) {
+		p.add(join(path, "action"), r.Action, "must be Ignore or Do")
+	}
+	if len(r.Events) == 0 && len(r.SQLPattern) == 0 {
+		p.add(join(path, "events"), "[]", "a filter rule needs events or sql-pattern")
+	}
+	for i, e := range r.Events {
+		if !IsFilterEvent(e) {
+			p.add(index(join(path, "events"), i), e, filterEventsHelp)
+		}
+	}
+	for i, s := range r.SQLPattern {
+		if _, err := regexp.Compile(s); err != nil {
+			p.add(index(join(path, "sql-pattern"), i), s, "must be a Go regular expression: "+err.Error())
+		}
+	}
+}
+
+// validate checks the tuning of the sync unit.
+func (c *SyncerConfig) validate(p *problems, path string) {
+	if c.WorkerCount < 1 || c.WorkerCount > 1024 {
+		p.add(join(path, "worker-count"), c.WorkerCount, "must be between 1 and 1024")
+	}
+	if c.Batch < 1 || c.Batch > 100000 {
+		p.add(join(path, "batch"), c.Batch, "must be between 1 and 100000")
+	}
+	if c.CheckpointFlushInterval < 1 {
+		p.add(join(path, "checkpoint-flush-interval"), c.CheckpointFlushInterval, "must be at least 1 (seconds)")
+	}
+}
+
+// validate checks the tuning of the dump unit.
+func (c *MydumperConfig) validate(p *problems, path string) {
+	if c.Threads < 1 {
+		p.add(join(path, "threads"), c.Threads, "must be at least 1")
+	}
+	if c.Rows < 0 {
+		p.add(join(path, "rows"), c.Rows, "must not be negative")
+	}
+}
+
+// validate checks the tuning of the load unit.
+func (c *LoaderConfig) validate(p *problems, path string) {
+	if c.PoolSize < 1 {
+		p.add(join(path, "pool-size"), c.PoolSize, "must be at least 1")
+	}
+}
+
+// validate checks the validator settings.
+func (c *ValidatorConfig) validate(p *problems, path string) {
+	switch strings.ToLower(c.Mode) {
+	case ValidationNone, ValidationFast, ValidationFull:
+	default:
+		p.add(join(path, "mode"), c.Mode, "must be none, fast or full")
+	}
+	if c.WorkerCount < 1 {
+		p.add(join(path, "worker-count"), c.WorkerCount, "must be at least 1")
+	}
+	if c.RowErrorDelay.Duration < 0 {
+		p.add(join(path, "row-error-delay"), c.RowErrorDelay, "must not be negative")
+	}
+}
+
+// validate checks where a server is; the password is never looked at, so it
+// never appears in an error.
+func (c *DBConfig) validate(p *problems, path string) {
+	if strings.TrimSpace(c.Host) == "" {
+		p.add(join(path, "host"), c.Host, "must not be empty")
+	}
+	validatePort(p, join(path, "port"), c.Port)
+}
+
+func validatePort(p *problems, field string, port int) {
+	if port < 1 || port > 65535 {
+		p.add(field, port, "must be between 1 and 65535")
+	}
+}
+
+// validate checks a binlog location; path is the field of the Meta.
+func (m *Meta) validate(p *problems, path string) {
+	if m.BinlogName != "" && m.BinlogPos < MinBinlogPos {
+		p.add(join(path, "binlog-pos"), m.BinlogPos, "must be at least 4 (the binlog file header is 4 bytes)")
+	}
+	if m.BinlogName == "" && m.BinlogPos != 0 && m.BinlogPos != MinBinlogPos {
+		p.add(join(path, "binlog-name"), m.BinlogName, "must be set when binlog-pos is set")
+	}
+}
+
+// empty reports whether the location names no start point.
+func (m *Meta) empty() bool { return m.BinlogName == "" && m.BinlogGTID == "" }
+
+func validateTaskMode(p *problems, field, mode string) {
+	switch strings.ToLower(mode) {
+	case ModeFull, ModeIncremental, ModeAll:
+	default:
+		p.add(field, mode, "must be full, incremental or all")
+	}
+}
+
+func validateMetaSchema(p *problems, field, schema string) {
+	if schema == "" || len(schema) > 64 || strings.ContainsAny(schema, "`\x00") {
+		p.add(field, schema, "must be a schema name of 1 to 64 characters without ` or NUL")
+	}
+}
