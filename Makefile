@@ -1,0 +1,89 @@
+# dm-worker build and test entry points. `make test` is what CI runs (through .ci/run).
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+GOBIN_DIR := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+FAILPOINT_CTL ?= $(GOBIN_DIR)/failpoint-ctl
+
+# Directories whose failpoints (failpoint.Inject markers) are rewritten into live code while the
+# failpoint tests run, e.g. `FAILPOINT_PKGS := ./unit/sync ./relay`. Empty: no failpoint tests yet.
+FAILPOINT_PKGS ?=
+# Test files that need live failpoints carry `//go:build failpoint`; the packages holding such
+# files are run once more, with -tags failpoint, while FAILPOINT_PKGS are enabled.
+FAILPOINT_TEST_PKGS = $(shell grep -rlE --include='*_test.go' '^//go:build .*\bfailpoint\b' . 2>/dev/null | xargs -r -n1 dirname | sort -u)
+
+# -race on the integration tests too: they are the ones that drive the worker's goroutines
+# against real servers, and the harness's own tests take ~10 s with it on two cores.
+INTEGRATION_FLAGS ?= -race
+INTEGRATION_TIMEOUT ?= 15m
+UNIT_TIMEOUT ?= 10m
+
+.PHONY: build test test-unit test-integration test-failpoint vet deps bench failpoint-enable failpoint-disable clean
+
+## build: every main package under cmd/ into bin/
+build:
+	@mkdir -p bin
+	@mains=$$($(GO) list -e -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/...); \
+	if [ -z "$$mains" ]; then echo "build: no main packages under cmd/ yet"; exit 0; fi; \
+	echo "go build -o bin/ $$mains"; \
+	$(GO) build -o bin/ $$mains
+
+## test: install dependencies, vet, then unit, failpoint and integration tests. All three run
+## even when one fails; any failure fails. Integration runs last so that on success the output
+## ends with go test's own `ok` lines, which CI reads.
+test: deps
+	@$(MAKE) --no-print-directory vet
+	@rc=0; \
+	$(MAKE) --no-print-directory test-unit || rc=1; \
+	$(MAKE) --no-print-directory test-failpoint || rc=1; \
+	$(MAKE) --no-print-directory test-integration || rc=1; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see the FAIL lines above)"; fi; \
+	exit $$rc
+
+## test-unit: every package outside tests/, with the race detector
+test-unit:
+	@pkgs=$$($(GO) list -e ./... | grep -v '/tests/' || true); \
+	if [ -z "$$pkgs" ]; then echo "test-unit: no packages"; exit 0; fi; \
+	echo "go test -race -count=1 -timeout $(UNIT_TIMEOUT) <packages outside tests/>"; \
+	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
+
+## test-integration: tests/... (real MariaDB instances and embedded etcd)
+test-integration:
+	$(GO) test $(INTEGRATION_FLAGS) -count=1 -timeout $(INTEGRATION_TIMEOUT) ./tests/...
+
+## test-failpoint: enable FAILPOINT_PKGS, run the failpoint-tagged packages, disable again even on failure
+test-failpoint:
+	@pkgs="$(strip $(FAILPOINT_TEST_PKGS))"; \
+	if [ -z "$(strip $(FAILPOINT_PKGS))" ] || [ -z "$$pkgs" ]; then \
+		echo "test-failpoint: nothing to run (FAILPOINT_PKGS='$(strip $(FAILPOINT_PKGS))', tagged packages='$$pkgs')"; exit 0; fi; \
+	trap 'echo "failpoint-ctl disable $(FAILPOINT_PKGS)"; $(FAILPOINT_CTL) disable $(FAILPOINT_PKGS)' EXIT; \
+	trap 'exit 130' INT TERM; \
+	echo "failpoint-ctl enable $(FAILPOINT_PKGS)"; \
+	$(FAILPOINT_CTL) enable $(FAILPOINT_PKGS); \
+	echo "go test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT)" $$pkgs; \
+	$(GO) test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT) $$pkgs
+
+## vet: go vet ./...
+vet:
+	$(GO) vet ./...
+
+## deps: install MariaDB and failpoint-ctl when missing (scripts/install-deps.sh)
+deps:
+	bash scripts/install-deps.sh
+
+## bench: every benchmark, no tests
+bench:
+	$(GO) test -run '^$$' -bench . ./...
+
+## failpoint-enable: rewrite failpoint markers into live code in FAILPOINT_PKGS (the whole tree when empty)
+failpoint-enable:
+	$(FAILPOINT_CTL) enable $(or $(strip $(FAILPOINT_PKGS)),.)
+
+## failpoint-disable: restore the files failpoint-enable rewrote
+failpoint-disable:
+	$(FAILPOINT_CTL) disable $(or $(strip $(FAILPOINT_PKGS)),.)
+
+clean:
+	rm -rf bin
