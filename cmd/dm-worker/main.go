@@ -1,0 +1,138 @@
+// Command dm-worker runs one data-migration worker beside etcd: it registers
+// itself, follows the desired state a master writes into etcd and runs the
+// bound source's relay, subtasks, validators and stream tasks.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/etcdutil"
+	dmlog "github.com/dmworker/dm-worker/pkg/log"
+	"github.com/dmworker/dm-worker/pkg/version"
+	"github.com/dmworker/dm-worker/worker"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := config.ParseWorkerConfig(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dm-worker: %v\n", err)
+		return 1
+	}
+	if cfg.PrintVersion {
+		fmt.Println(version.String("dm-worker"))
+		return 0
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "dm-worker: invalid config:\n%v\n", err)
+		return 1
+	}
+	logger, flush, err := dmlog.New(dmlog.Config{Level: cfg.LogLevel, Format: cfg.LogFormat, File: cfg.LogFile})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dm-worker: %v\n", err)
+		return 1
+	}
+	defer flush()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, logger); err != nil {
+		logger.Error("dm-worker stopped with an error", zap.Error(err))
+		fmt.Fprintf(os.Stderr, "dm-worker: %v\n", err)
+		return 1
+	}
+	logger.Info("dm-worker stopped")
+	return 0
+}
+
+// serve runs the worker until ctx is cancelled (SIGTERM/SIGINT).
+func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) error {
+	logger = logger.With(zap.String("worker", cfg.Name))
+	logger.Info("dm-worker starting", zap.String("version", version.Version),
+		zap.Strings("etcd-endpoints", cfg.EtcdEndpoints), zap.String("etcd-prefix", cfg.EtcdPrefix),
+		zap.String("status-addr", cfg.StatusAddr), zap.Bool("embed-etcd", cfg.EmbedEtcd))
+
+	if cfg.EmbedEtcd {
+		e, err := etcdutil.StartEmbedded(filepath.Join(cfg.DataDir, "etcd"), cfg.EtcdEndpoints[0], logger)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		logger.Info("embedded etcd ready", zap.String("client-url", cfg.EtcdEndpoints[0]))
+	}
+	cli, err := etcdutil.Connect(ctx, etcdutil.Options{
+		Endpoints: cfg.EtcdEndpoints, CACert: cfg.EtcdCACert, Cert: cfg.EtcdCert, Key: cfg.EtcdKey, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := worker.NewMetrics()
+	if err := metrics.Register(reg); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+
+	srv := worker.NewServer(worker.ServerConfig{
+		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
+		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
+		Factory:      worker.NewUnitFactory(),
+		Metrics:      metrics, Logger: logger,
+	})
+
+	ln, err := net.Listen("tcp", cfg.StatusAddr)
+	if err != nil {
+		return fmt.Errorf("listen on status-addr %s: %w; pick a free address with --status-addr", cfg.StatusAddr, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           worker.Logged(srv.Handler(reg), logger),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- httpSrv.Serve(ln) }()
+	logger.Info("serving HTTP API", zap.String("addr", ln.Addr().String()))
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(runCtx) }()
+
+	var result error
+	select {
+	case err := <-runErr:
+		result = err
+	case err := <-httpErr:
+		result = fmt.Errorf("HTTP server on %s: %w", cfg.StatusAddr, err)
+		cancelRun()
+		<-runErr
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		logger.Warn("HTTP shutdown", zap.Error(err))
+	}
+	return result
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strconv"
+)
+
+func workerCommands() []command {
+	return []command{{
+		name:  "worker list",
+		short: "list workers: address, whether alive (keepalive present), bound source",
+		run:   workerList,
+	}}
+}
+
+// workerListJSON is the --output json document of "worker list".
+type workerListJSON struct {
+	Workers []workerView `json:"workers"`
+}
+
+func workerList(ctx context.Context, e *env, cmd *command, args []string) error {
+	if _, err := positional(cmd, args); err != nil {
+		return err
+	}
+	st, err := e.store(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := readCluster(ctx, st)
+	if err != nil {
+		return err
+	}
+	ws := c.workerList()
+	return e.emit(workerListJSON{Workers: ws}, func(w io.Writer) error {
+		rows := make([][]string, 0, len(ws))
+		for _, v := range ws {
+			rows = append(rows, []string{v.Name, v.Addr, strconv.FormatBool(v.Alive), v.Source})
+		}
+		return table(w, []string{"WORKER", "ADDR", "ALIVE", "SOURCE"}, rows)
+	})
+}

@@ -1,0 +1,379 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// fakeClock is a Clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	// guarded by mu:
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// fakeItem is a Resumable whose stage and errors the test sets. AutoResume
+// records the call and, when failAgain is set, fails again at once.
+type fakeItem struct {
+	name string
+
+	mu sync.Mutex
+	// guarded by mu:
+	stage     stage.Stage
+	result    *unit.Result
+	explicit  bool
+	failAgain bool
+	resumes   []time.Time
+}
+
+func newPausedItem(name string, resumable ...bool) *fakeItem {
+	it := &fakeItem{name: name}
+	it.fail(resumable...)
+	return it
+}
+
+func (it *fakeItem) fail(resumable ...bool) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.failLocked(resumable...)
+}
+
+func (it *fakeItem) failLocked(resumable ...bool) {
+	r := &unit.Result{}
+	for i, res := range resumable {
+		r.Errors = append(r.Errors, errs.Error{Code: []string{"first", "second"}[i%2], Resumable: res, Time: time.Now()})
+	}
+	it.stage, it.result = stage.Paused, r
+}
+
+func (it *fakeItem) Name() string { return it.name }
+
+func (it *fakeItem) Stage() stage.Stage {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.stage
+}
+
+func (it *fakeItem) Result() *unit.Result {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.result.Clone()
+}
+
+func (it *fakeItem) ExplicitlyPaused() bool {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.explicit
+}
+
+func (it *fakeItem) AutoResume(context.Context) error {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	if it.stage != stage.Paused || it.explicit || !it.result.Resumable() {
+		return errors.New("fake: not auto-resumable")
+	}
+	it.resumes = append(it.resumes, time.Now())
+	it.stage, it.result = stage.Running, nil
+	if it.failAgain {
+		it.failLocked(true)
+	}
+	return nil
+}
+
+func (it *fakeItem) Resumes() []time.Time {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return append([]time.Time(nil), it.resumes...)
+}
+
+// itemList is the checker's list of items, counting how often it is read
+// (once per check).
+type itemList struct {
+	mu sync.Mutex
+	// guarded by mu:
+	items []Resumable
+	reads int
+}
+
+func (l *itemList) list() []Resumable {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reads++
+	return append([]Resumable(nil), l.items...)
+}
+
+func (l *itemList) set(items ...Resumable) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = items
+}
+
+// waitChecks waits until the checker has started two more checks, so at
+// least one of them ran entirely after the caller's last change.
+func (l *itemList) waitChecks(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	from := l.reads
+	l.mu.Unlock()
+	waitFor(t, "two checks", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.reads >= from+2
+	})
+}
+
+// startChecker runs a checker until the test ends.
+func startChecker(t *testing.T, cfg CheckerConfig, l *itemList, clock Clock, m *Metrics) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := NewChecker(cfg, l.list, clock, m, zaptest.NewLogger(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func TestCheckerBackoffGrows(t *testing.T) {
+	it := newPausedItem("task1", true)
+	it.failAgain = true
+	pausedAt := time.Now()
+	l := &itemList{items: []Resumable{it}}
+	m := NewMetrics()
+	startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 20 * time.Millisecond,
+		BackoffMax: 160 * time.Millisecond, QuietWindow: time.Minute}, l, RealClock{}, m)
+
+	waitFor(t, "six auto-resumes", func() bool { return len(it.Resumes()) >= 6 })
+	rs := it.Resumes()
+	// Expected delays: 20, 40, 80, 160 (capped), 160, 160 ms, with ±10 %
+	// jitter after the first and never above the cap. Wall-clock delays on
+	// a loaded machine can only be checked from below (never resumed early)
+	// and roughly from above; TestCheckerBackoffSequence checks them exactly
+	// on a fake clock.
+	want := []time.Duration{20, 40, 80, 160, 160, 160}
+	prev := pausedAt
+	for i, r := range rs[:6] {
+		gap := r.Sub(prev)
+		lo := want[i] * time.Millisecond
+		if i > 0 {
+			lo = lo * 9 / 10
+		}
+		if hi := lo + time.Second; gap < lo || gap > hi {
+			t.Errorf("delay before auto-resume %d = %v, want within [%v, %v]", i+1, gap, lo, hi)
+		}
+		prev = r
+	}
+	var pm dto.Metric
+	if err := m.AutoResumes.WithLabelValues("relay").Write(&pm); err != nil {
+		t.Fatal(err)
+	}
+	if got := pm.GetCounter().GetValue(); got < 6 {
+		t.Fatalf("auto-resume metric %v, want >= 6", got)
+	}
+}
+
+func TestCheckerNeverResumes(t *testing.T) {
+	tests := []struct {
+		name string
+		item *fakeItem
+	}{
+		{"non-resumable", newPausedItem("t", false)},
+		{"one of two non-resumable", newPausedItem("t", true, false)},
+		{"explicitly paused", func() *fakeItem { it := newPausedItem("t", true); it.explicit = true; return it }()},
+		{"paused without error", &fakeItem{name: "t", stage: stage.Paused}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+			l := &itemList{items: []Resumable{tt.item}}
+			startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 20 * time.Millisecond,
+				BackoffMax: 160 * time.Millisecond}, l, clock, nil)
+			for range 5 {
+				l.waitChecks(t)
+				clock.Advance(time.Hour)
+			}
+			l.waitChecks(t)
+			if n := len(tt.item.Resumes()); n != 0 {
+				t.Fatalf("auto-resumed %d times", n)
+			}
+		})
+	}
+}
+
+func TestCheckerDisabled(t *testing.T) {
+	it := newPausedItem("t", true)
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	l := &itemList{items: []Resumable{it}}
+	startChecker(t, CheckerConfig{Enable: false, Interval: time.Millisecond}, l, clock, nil)
+	clock.Advance(time.Hour)
+	// A disabled checker never reads the list; give it time to misbehave.
+	time.Sleep(20 * time.Millisecond)
+	l.mu.Lock()
+	reads := l.reads
+	l.mu.Unlock()
+	if reads != 0 || len(it.Resumes()) != 0 {
+		t.Fatalf("disabled checker read the list %d times and resumed %d times", reads, len(it.Resumes()))
+	}
+}
+
+// expectResumeAfter advances the fake clock by just under d (no resume),
+// then to d (resume).
+func expectResumeAfter(t *testing.T, l *itemList, clock *fakeClock, it *fakeItem, d time.Duration) {
+	t.Helper()
+	expectResumeBetween(t, l, clock, it, d, d)
+}
+
+// expectResumeBetween advances the fake clock by just under lo (no resume),
+// then to hi (resume).
+func expectResumeBetween(t *testing.T, l *itemList, clock *fakeClock, it *fakeItem, lo, hi time.Duration) {
+	t.Helper()
+	n := len(it.Resumes())
+	l.waitChecks(t) // the pause has been seen at the current time
+	clock.Advance(lo - time.Millisecond)
+	l.waitChecks(t)
+	if got := len(it.Resumes()); got != n {
+		t.Fatalf("resumed after %v, before the backoff of at least %v", lo-time.Millisecond, lo)
+	}
+	clock.Advance(hi - lo + time.Millisecond)
+	waitFor(t, "auto-resume", func() bool { return len(it.Resumes()) == n+1 })
+}
+
+func TestCheckerBackoffSequence(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	it := newPausedItem("task1", true)
+	l := &itemList{items: []Resumable{it}}
+	startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 100 * time.Millisecond,
+		BackoffMax: 800 * time.Millisecond, QuietWindow: time.Hour}, l, clock, nil)
+
+	// 100 ms, then doubling with ±10 % jitter, capped at 800 ms.
+	for i, base := range []time.Duration{100, 200, 400, 800, 800, 800} {
+		lo, hi := base*time.Millisecond, base*time.Millisecond
+		if i > 0 {
+			lo, hi = lo*9/10, min(hi*11/10, 800*time.Millisecond)
+		}
+		expectResumeBetween(t, l, clock, it, lo, hi)
+		it.fail(true) // the auto-resume is followed by another error
+	}
+}
+
+func TestCheckerBackoffResetsAfterQuietWindow(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	it := newPausedItem("task1", true)
+	l := &itemList{items: []Resumable{it}}
+	startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 100 * time.Millisecond,
+		BackoffMax: time.Second, QuietWindow: 10 * time.Second}, l, clock, nil)
+
+	expectResumeAfter(t, l, clock, it, 100*time.Millisecond)
+	it.fail(true) // failed again after the auto-resume: 200 ms ± 10 %
+	l.waitChecks(t)
+	clock.Advance(179 * time.Millisecond)
+	l.waitChecks(t)
+	if len(it.Resumes()) != 1 {
+		t.Fatal("second auto-resume before the doubled backoff")
+	}
+	clock.Advance(41 * time.Millisecond)
+	waitFor(t, "second auto-resume", func() bool { return len(it.Resumes()) == 2 })
+
+	// Running for the quiet window resets the backoff.
+	l.waitChecks(t)
+	clock.Advance(10 * time.Second)
+	l.waitChecks(t)
+	it.fail(true)
+	expectResumeAfter(t, l, clock, it, 100*time.Millisecond)
+}
+
+func TestCheckerForgetsVanishedItems(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	it := newPausedItem("task1", true)
+	l := &itemList{items: []Resumable{it}}
+	startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 100 * time.Millisecond,
+		BackoffMax: time.Second, QuietWindow: time.Hour}, l, clock, nil)
+
+	expectResumeAfter(t, l, clock, it, 100*time.Millisecond)
+	l.set()
+	l.waitChecks(t)
+	// The same name again is a new item: its first delay is BackoffMin, not
+	// the doubled one.
+	it.fail(true)
+	l.set(it)
+	expectResumeAfter(t, l, clock, it, 100*time.Millisecond)
+}
+
+func TestCheckerResumesSubTask(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		explicit   bool
+		wantResume bool
+	}{
+		{"resumable", errs.New("sync-exec", true, "deadlock"), false, true},
+		{"not resumable", errs.New("sync-ddl", false, "unsupported DDL"), false, false},
+		{"explicitly paused", errs.New("sync-exec", true, "deadlock"), true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := newTestUnit(unit.TypeSync, 0)
+			s := NewSubTask(testConfig("incremental"), newTestFactory(false, u), zaptest.NewLogger(t))
+			defer s.Close()
+			s.Run(context.Background())
+			waitFor(t, "unit running", func() bool { return u.State() == usRunning })
+			u.send(t, tt.err)
+			waitStage(t, s, stage.Paused)
+			if tt.explicit {
+				if err := s.Pause(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+			l := &itemList{items: []Resumable{s}}
+			m := NewMetrics()
+			startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: time.Second}, l, clock, m)
+			l.waitChecks(t)
+			clock.Advance(time.Second)
+			if tt.wantResume {
+				waitFor(t, "unit resumed", func() bool { return u.State() == usRunning })
+				if u.count("Resume") != 1 || s.Stage() != stage.Running {
+					t.Fatalf("calls %v stage %s", u.Calls(), s.Stage())
+				}
+				var pm dto.Metric
+				if err := m.AutoResumes.WithLabelValues("subtask").Write(&pm); err != nil {
+					t.Fatal(err)
+				}
+				if pm.GetCounter().GetValue() != 1 {
+					t.Fatalf("subtask auto-resumes metric %v, want 1", pm.GetCounter().GetValue())
+				}
+				return
+			}
+			l.waitChecks(t)
+			if s.Stage() != stage.Paused || u.count("Resume") != 0 {
+				t.Fatalf("stage %s calls %v: resumed", s.Stage(), u.Calls())
+			}
+		})
+	}
+}

@@ -1,0 +1,331 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+)
+
+// Stable error codes of the HTTP API.
+const (
+	CodeNotFound           = "not-found"
+	CodeMethodNotAllowed   = "method-not-allowed"
+	CodeBadRequest         = "bad-request"
+	CodeSubTaskNotFound    = "subtask-not-found"
+	CodeStreamNotFound     = "stream-not-found"
+	CodeNotBound           = "not-bound"
+	CodeRelayNotEnabled    = "relay-not-enabled"
+	CodePurgeForbidden     = "purge-forbidden"
+	CodePurgeUnsupported   = "purge-unsupported"
+	CodeHandleErrorInvalid = "handle-error-unsupported"
+	CodeValidatorNotFound  = "validator-not-running"
+	CodeInternal           = "internal"
+)
+
+// maxBodyBytes bounds request bodies; every request body here is small.
+const maxBodyBytes = 1 << 20
+
+// APIError is an error the HTTP API answers with: a status and a stable
+// code. Units return it (wrapped or not) to choose the answer.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// PurgeRequest is the body of POST /api/v1/relay/purge; exactly one field
+// is set.
+type PurgeRequest struct {
+	Inactive bool       `json:"inactive,omitempty"`
+	Filename string     `json:"filename,omitempty"`
+	Time     *time.Time `json:"time,omitempty"`
+}
+
+// RelayPurger is implemented by relay holders that can purge relay files.
+type RelayPurger interface {
+	Purge(ctx context.Context, req PurgeRequest) (purged []string, err error)
+}
+
+// HandleErrorRequest is the body of POST /api/v1/subtasks/{task}/handle-error.
+type HandleErrorRequest struct {
+	Op        string   `json:"op"`
+	BinlogPos string   `json:"binlog-pos,omitempty"`
+	SQLs      []string `json:"sqls,omitempty"`
+}
+
+// ErrorHandler is implemented by units that can skip or replace the event
+// they are stuck on (the sync unit).
+type ErrorHandler interface {
+	HandleError(ctx context.Context, req HandleErrorRequest) error
+}
+
+// ValidationErrorsRequest is the body of POST .../validation/errors.
+type ValidationErrorsRequest struct {
+	Op  string `json:"op"`
+	ID  *int64 `json:"id,omitempty"`
+	All bool   `json:"all,omitempty"`
+}
+
+// ValidationErrorHandler is implemented by validators that keep validation
+// errors an operator can list and ignore/resolve/clear.
+type ValidationErrorHandler interface {
+	ValidationErrors(ctx context.Context, state string) (any, error)
+	OperateValidationErrors(ctx context.Context, req ValidationErrorsRequest) error
+}
+
+// Handler returns the worker's HTTP API (DESIGN.md §6); metrics come from
+// gatherer.
+func (s *Server) Handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", method(http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+
+	mux.HandleFunc("/api/v1/status", method(http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Status())
+	}))
+	mux.HandleFunc("/api/v1/subtasks/{task}", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("task")
+		for _, st := range s.Status().SubTasks {
+			if st.Name == name {
+				writeJSON(w, http.StatusOK, st)
+				return
+			}
+		}
+		writeError(w, subtaskNotFound(name))
+	}))
+	mux.HandleFunc("/api/v1/streams/{stream}", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{http.StatusNotFound, CodeStreamNotFound,
+			fmt.Sprintf("stream %q not found on worker %q", r.PathValue("stream"), s.cfg.Name)})
+	}))
+	mux.HandleFunc("/api/v1/relay/purge", method(http.MethodPost, s.handlePurge))
+	mux.HandleFunc("/api/v1/subtasks/{task}/handle-error", method(http.MethodPost, s.handleHandleError))
+	mux.HandleFunc("/api/v1/subtasks/{task}/validation/errors", s.handleValidationErrors)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &APIError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+func (s *Server) handlePurge(w http.ResponseWriter, r *http.Request) {
+	var req PurgeRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	set := 0
+	if req.Inactive {
+		set++
+	}
+	if req.Filename != "" {
+		set++
+	}
+	if req.Time != nil {
+		set++
+	}
+	if set != 1 {
+		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest,
+			`purge needs exactly one of {"inactive":true}, {"filename":"<relay binlog file>"} or {"time":"<RFC 3339>"}`})
+		return
+	}
+	sw := s.SourceWorker()
+	if sw == nil {
+		writeError(w, &APIError{http.StatusConflict, CodeNotBound, fmt.Sprintf("worker %q is bound to no source; nothing to purge", s.cfg.Name)})
+		return
+	}
+	relay := sw.Relay()
+	if relay == nil {
+		writeError(w, &APIError{http.StatusConflict, CodeRelayNotEnabled,
+			fmt.Sprintf("relay of source %q is not running on worker %q; nothing to purge", sw.Source(), s.cfg.Name)})
+		return
+	}
+	p, ok := relay.(RelayPurger)
+	if !ok {
+		writeError(w, &APIError{http.StatusConflict, CodePurgeUnsupported,
+			fmt.Sprintf("the relay of source %q in this build keeps no purgeable files", sw.Source())})
+		return
+	}
+	purged, err := p.Purge(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if purged == nil {
+		purged = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"purged": purged})
+}
+
+func (s *Server) handleHandleError(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("task")
+	var req HandleErrorRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.Op != "skip" && req.Op != "replace" {
+		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf(`op %q: use "skip" or "replace"`, req.Op)})
+		return
+	}
+	if req.Op == "replace" && len(req.SQLs) == 0 {
+		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, `op "replace" needs "sqls": the statements to run instead`})
+		return
+	}
+	st := s.subTask(name)
+	if st == nil {
+		writeError(w, subtaskNotFound(name))
+		return
+	}
+	h, ok := st.Unit().(ErrorHandler)
+	if !ok {
+		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorInvalid,
+			fmt.Sprintf("subtask %q is in unit %q, which is not stuck on a binlog event; handle-error applies to the sync unit", name, st.CurrentUnit())})
+		return
+	}
+	if err := h.HandleError(r.Context(), req); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+}
+
+func (s *Server) handleValidationErrors(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("task")
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		writeError(w, &APIError{http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET or POST"})
+		return
+	}
+	var req ValidationErrorsRequest
+	state := r.URL.Query().Get("state")
+	if r.Method == http.MethodGet {
+		if state == "" {
+			state = "all"
+		}
+		if state != "new" && state != "ignored" && state != "resolved" && state != "all" {
+			writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("state %q: use new, ignored, resolved or all", state)})
+			return
+		}
+	} else {
+		if !decodeBody(w, r, &req) {
+			return
+		}
+		if req.Op != "ignore" && req.Op != "resolve" && req.Op != "clear" {
+			writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf(`op %q: use "ignore", "resolve" or "clear"`, req.Op)})
+			return
+		}
+		if (req.ID == nil) == !req.All {
+			writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, `give exactly one of "id":N or "all":true`})
+			return
+		}
+	}
+	st := s.subTask(name)
+	if st == nil {
+		writeError(w, subtaskNotFound(name))
+		return
+	}
+	v, ok := st.Validator().(ValidationErrorHandler)
+	if !ok {
+		writeError(w, &APIError{http.StatusConflict, CodeValidatorNotFound,
+			fmt.Sprintf("subtask %q has no running validator; start it with `dmctl validation start %s`", name, name)})
+		return
+	}
+	if r.Method == http.MethodGet {
+		out, err := v.ValidationErrors(r.Context(), state)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	if err := v.OperateValidationErrors(r.Context(), req); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+}
+
+func (s *Server) subTask(name string) *SubTask {
+	sw := s.SourceWorker()
+	if sw == nil {
+		return nil
+	}
+	return sw.SubTask(name)
+}
+
+func subtaskNotFound(name string) *APIError {
+	if config.ValidateName("task", name) != nil {
+		return &APIError{http.StatusNotFound, CodeSubTaskNotFound, fmt.Sprintf("subtask %q not found: not a valid task name", name)}
+	}
+	return &APIError{http.StatusNotFound, CodeSubTaskNotFound, fmt.Sprintf("subtask %q not found on this worker", name)}
+}
+
+// method wraps h so that other methods get a JSON 405.
+func method(m string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != m {
+			w.Header().Set("Allow", m)
+			writeError(w, &APIError{http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, m)})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// decodeBody reads a JSON body into v, answering 400 and returning false
+// when it is not valid JSON of that shape.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("request body: %v", err)})
+		return false
+	}
+	if dec.More() {
+		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, "request body: more than one JSON value"})
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // the client went away; nothing to do
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		ae = &APIError{http.StatusInternalServerError, CodeInternal, err.Error()}
+	}
+	writeJSON(w, ae.Status, map[string]any{"error": map[string]string{"code": ae.Code, "message": ae.Message}})
+}
+
+// Logged wraps h with request logging at debug level.
+func Logged(h http.Handler, logger *zap.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		h.ServeHTTP(w, r)
+		logger.Debug("http request", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Duration("took", time.Since(start)))
+	})
+}

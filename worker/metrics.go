@@ -1,0 +1,56 @@
+package worker
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the worker's Prometheus metrics. The owner registers them
+// (Register) on the registry it serves on /metrics.
+type Metrics struct {
+	ReconcileTotal    *prometheus.CounterVec   // labels: kind, result ("ok", "error")
+	ReconcileDuration *prometheus.HistogramVec // labels: kind
+	WatchRestarts     *prometheus.CounterVec   // labels: kind, reason
+	SubTasks          *prometheus.GaugeVec     // labels: stage
+	AutoResumes       *prometheus.CounterVec   // labels: kind ("subtask", "relay")
+}
+
+// NewMetrics creates the metrics, unregistered.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		ReconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dm_worker_reconcile_total",
+			Help: "Reconciliations of etcd keys to local state, by key kind and result (ok, error).",
+		}, []string{"kind", "result"}),
+		ReconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dm_worker_reconcile_duration_seconds",
+			Help:    "Time one reconciliation took, by key kind.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}, []string{"kind"}),
+		WatchRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dm_worker_watch_restarts_total",
+			Help: "Restarts of an etcd watch from a fresh snapshot, by key kind and reason (compacted, no leader, disconnected...).",
+		}, []string{"kind", "reason"}),
+		SubTasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dm_worker_subtasks",
+			Help: "Subtasks on this worker, by stage.",
+		}, []string{"stage"}),
+		AutoResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dm_worker_auto_resumes_total",
+			Help: "Automatic resumes after a resumable error, by kind (subtask, relay).",
+		}, []string{"kind"}),
+	}
+}
+
+// Register registers every metric on reg; the errors of those that failed
+// are joined.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	var errs []error
+	for _, c := range []prometheus.Collector{m.ReconcileTotal, m.ReconcileDuration, m.WatchRestarts, m.SubTasks, m.AutoResumes} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,411 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/workqueue"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// Error codes of the worker's own (not per-task) problems.
+const (
+	CodeSourceConfigMissing = "source-config-missing"
+	CodeSourceConfigInvalid = "source-config-invalid"
+)
+
+// ServerConfig is what a Server is built from.
+type ServerConfig struct {
+	// Name is the worker name; Addr the status address others reach it at.
+	Name string
+	Addr string
+	// Client is an etcd client the Server uses but does not close.
+	Client       *clientv3.Client
+	Prefix       string
+	KeepaliveTTL time.Duration
+	Factory      unit.Factory
+	NewRelay     RelayFactory
+	Metrics      *Metrics
+	Logger       *zap.Logger
+	Clock        Clock
+	// StatusInterval is how often P/status/{worker} is refreshed (default 5s,
+	// at most 10s by contract).
+	StatusInterval time.Duration
+	// CheckInterval and the watch backoffs are passed to SourceWorkers.
+	CheckInterval                    time.Duration
+	WatchBackoffMin, WatchBackoffMax time.Duration
+}
+
+// WorkerStatus is the JSON of GET /api/v1/status and of P/status/{worker}
+// (DESIGN.md §6).
+type WorkerStatus struct {
+	Worker   string          `json:"worker"`
+	Addr     string          `json:"addr"`
+	Source   string          `json:"source"`
+	Relay    RelayStatus     `json:"relay"`
+	SubTasks []SubTaskStatus `json:"subtasks"`
+	Streams  []any           `json:"streams"`
+	// Errors lists problems that belong to no running subtask: the bound
+	// source's config, tasks whose keys cannot be acted on.
+	Errors []TaskError `json:"errors"`
+}
+
+// Server is the worker process's control plane: it registers the worker in
+// etcd, keeps its keepalive lease, follows the worker's bound and relay
+// keys and runs the SourceWorker of the bound source. On lease loss it
+// kills the source's data plane at once, registers again and reconciles
+// from a fresh snapshot.
+type Server struct {
+	cfg   ServerConfig
+	store *ha.Store
+	log   *zap.Logger
+
+	mu sync.Mutex // guards the fields below
+	sw *SourceWorker
+	// swCfg is the source config sw was built with.
+	swCfg     *config.SourceConfig
+	relayOn   bool
+	serverErr *TaskError
+	keepalive *ha.Keepalive
+	// runCtx is the context data-plane work of the current registration
+	// runs under; cancelled on lease loss.
+	runCtx context.Context
+}
+
+const boundKey = "bound"
+
+// NewServer builds a Server; Run starts it.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.StatusInterval <= 0 || cfg.StatusInterval > 10*time.Second {
+		cfg.StatusInterval = 5 * time.Second
+	}
+	if cfg.KeepaliveTTL <= 0 {
+		cfg.KeepaliveTTL = 10 * time.Second
+	}
+	return &Server{
+		cfg:   cfg,
+		store: ha.NewStore(cfg.Client, cfg.Prefix),
+		log:   cfg.Logger.With(zap.String("worker", cfg.Name)),
+	}
+}
+
+// Store is the typed etcd contract the server uses.
+func (s *Server) Store() *ha.Store { return s.store }
+
+// Run registers the worker and serves until ctx is cancelled; then it shuts
+// down gracefully: stops watching, closes subtasks (checkpoints flushed) and
+// revokes the lease. It returns nil after a clean shutdown, or the error
+// that kept the worker from registering the first time.
+func (s *Server) Run(ctx context.Context) error {
+	if _, err := s.store.PutWorkerInfo(ctx, ha.WorkerInfo{Name: s.cfg.Name, Addr: s.cfg.Addr}); err != nil {
+		return fmt.Errorf("register worker %q in etcd: %w", s.cfg.Name, err)
+	}
+	ka, err := s.store.StartKeepalive(ctx, s.cfg.Name, s.cfg.KeepaliveTTL, s.log)
+	if err != nil {
+		return fmt.Errorf("start keepalive of worker %q: %w", s.cfg.Name, err)
+	}
+	s.log.Info("worker registered", zap.String("addr", s.cfg.Addr), zap.Duration("keepalive-ttl", s.cfg.KeepaliveTTL))
+
+	for {
+		lost := s.serve(ctx, ka)
+		if !lost {
+			return nil
+		}
+		// Lease lost: the data plane was killed in serve. Register again
+		// and start over from a fresh snapshot.
+		ka = s.reregister(ctx)
+		if ka == nil {
+			return nil // ctx done while re-registering
+		}
+	}
+}
+
+// serve runs one registration: watches, status publishing and the bound
+// reconciler, until ctx is done (returns false, after a graceful stop) or
+// the lease is lost (returns true, after killing the data plane).
+func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.keepalive = ka
+	s.runCtx = runCtx
+	s.mu.Unlock()
+	// One key, "bound", reconciled by one goroutine.
+	queue := workqueue.New(100*time.Millisecond, 5*time.Second)
+
+	var wg sync.WaitGroup
+	keys := ha.Keys{Prefix: s.cfg.Prefix}
+	// Any change of the bound key, the relay key or a source config leads
+	// to one reconcile of the bound source (a config that did not change is
+	// a no-op there).
+	for kind, key := range map[string]string{
+		"bound":         keys.Bound(s.cfg.Name),
+		"relay-bound":   keys.RelayBound(s.cfg.Name),
+		"source-config": keys.SourceConfigPrefix(),
+	} {
+		exact := kind != "source-config"
+		h := &enqueueHandler{kind: kind, prefix: key, queue: queue, log: s.log,
+			keyOf: func(rest string) (string, bool) { return boundKey, !exact || rest == "" },
+			extra: func() []string { return []string{boundKey} }}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = ha.Watch(runCtx, s.cfg.Client, key, keyDecoder, h, ha.WatchOptions{
+				Logger:     s.log.With(zap.String("watch", kind)),
+				BackoffMin: s.cfg.WatchBackoffMin,
+				BackoffMax: s.cfg.WatchBackoffMax,
+				OnRestart: func(reason string) {
+					s.cfg.Metrics.WatchRestarts.WithLabelValues(kind, reason).Inc()
+				},
+			})
+		}()
+	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		s.runBoundReconciler(runCtx, queue)
+	}()
+	go func() {
+		defer wg.Done()
+		s.publishStatus(runCtx)
+	}()
+
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down")
+		queue.ShutDown()
+		cancel()
+		wg.Wait()
+		s.stopSourceWorker((*SourceWorker).Close)
+		// The caller's ctx is done; revoking needs a short life of its own.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+		defer rcancel()
+		if err := ka.Close(rctx); err != nil {
+			s.log.Warn("revoke keepalive lease", zap.Error(err))
+		}
+		return false
+	case <-ka.Lost():
+		s.log.Error("keepalive lease lost: stopping the source's data plane at once; another worker may take the source")
+		s.stopSourceWorker((*SourceWorker).Kill)
+		queue.ShutDown()
+		cancel()
+		wg.Wait()
+		// The old lease is gone; Close only stops the keepalive goroutine.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer rcancel()
+		_ = ka.Close(rctx)
+		return true
+	}
+}
+
+// reregister grants a new lease and puts the worker info again, retrying
+// with backoff until it works or ctx is done (then nil).
+func (s *Server) reregister(ctx context.Context) *ha.Keepalive {
+	backoff := 100 * time.Millisecond
+	for {
+		ka, err := s.store.StartKeepalive(ctx, s.cfg.Name, s.cfg.KeepaliveTTL, s.log)
+		if err == nil {
+			if _, err = s.store.PutWorkerInfo(ctx, ha.WorkerInfo{Name: s.cfg.Name, Addr: s.cfg.Addr}); err == nil {
+				s.log.Info("worker registered again with a new lease")
+				return ka
+			}
+			_ = ka.Close(ctx)
+		}
+		s.log.Warn("re-register failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)/5+1))):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (s *Server) runBoundReconciler(ctx context.Context, queue *workqueue.Queue) {
+	for {
+		key, ok := queue.Get(ctx)
+		if !ok {
+			return
+		}
+		if err := s.reconcileBound(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("reconcile bound source failed; will retry", zap.Error(err))
+			queue.AddRateLimited(key)
+		} else {
+			queue.Forget(key)
+		}
+		queue.Done(key)
+	}
+}
+
+// reconcileBound converges the SourceWorker to the worker's bound key, the
+// source config as of the bound key's read, and the relay-bound key.
+func (s *Server) reconcileBound(ctx context.Context) error {
+	b, ok, rev, err := s.store.GetBound(ctx, s.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("read bound source: %w", err)
+	}
+	if !ok {
+		s.setServerErr(nil)
+		if s.stopSourceWorker((*SourceWorker).Close) {
+			s.log.Info("unbound: source worker closed")
+		}
+		return nil
+	}
+	cfg, err := s.store.GetSourceConfigAt(ctx, b.Source, rev)
+	if err != nil {
+		if errors.Is(err, ha.ErrMalformed) {
+			s.setServerErr(errs.New(CodeSourceConfigInvalid, false,
+				"source %q: malformed config in etcd: %v; put a valid source config", b.Source, err))
+			return nil
+		}
+		return fmt.Errorf("read config of bound source %q: %w", b.Source, err)
+	}
+	if cfg == nil {
+		s.setServerErr(errs.New(CodeSourceConfigMissing, false,
+			"worker is bound to source %q but %s does not exist; create the source first",
+			b.Source, ha.Keys{Prefix: s.cfg.Prefix}.SourceConfig(b.Source)))
+		s.stopSourceWorker((*SourceWorker).Close)
+		return nil
+	}
+	if err := cfg.Validate(); err != nil {
+		s.setServerErr(errs.New(CodeSourceConfigInvalid, false, "source %q: %v", b.Source, err))
+		return nil
+	}
+	s.setServerErr(nil)
+	rb, rok, _, err := s.store.GetRelayBound(ctx, s.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("read relay key: %w", err)
+	}
+	wantRelay := cfg.EnableRelay || (rok && rb.Source == b.Source)
+
+	s.mu.Lock()
+	sw, swCfg, runCtx := s.sw, s.swCfg, s.runCtx
+	s.mu.Unlock()
+	if sw != nil && (sw.Source() != b.Source || !reflect.DeepEqual(swCfg, cfg)) {
+		s.log.Info("bound source or its config changed; restarting the source worker",
+			zap.String("old", sw.Source()), zap.String("new", b.Source))
+		s.stopSourceWorker((*SourceWorker).Close)
+		sw = nil
+	}
+	if sw == nil {
+		sw = NewSourceWorker(SourceWorkerConfig{
+			Source: cfg, Store: s.store, Factory: s.cfg.Factory, NewRelay: s.cfg.NewRelay,
+			Metrics: s.cfg.Metrics, Logger: s.log, Clock: s.cfg.Clock,
+			CheckInterval:   s.cfg.CheckInterval,
+			WatchBackoffMin: s.cfg.WatchBackoffMin, WatchBackoffMax: s.cfg.WatchBackoffMax,
+		})
+		sw.Start(runCtx)
+		sw.EnableSubTasks(runCtx)
+		s.mu.Lock()
+		s.sw, s.swCfg, s.relayOn = sw, cfg, false
+		s.mu.Unlock()
+		s.log.Info("bound to source", zap.String("source", b.Source), zap.Bool("relay", wantRelay))
+	}
+	s.mu.Lock()
+	relayOn := s.relayOn
+	s.relayOn = wantRelay
+	s.mu.Unlock()
+	switch {
+	case wantRelay && !relayOn:
+		sw.EnableRelay(runCtx)
+	case !wantRelay && relayOn:
+		sw.DisableRelay()
+	}
+	return nil
+}
+
+// stopSourceWorker stops and forgets the current source worker with stop
+// (Close or Kill); it reports whether there was one.
+func (s *Server) stopSourceWorker(stop func(*SourceWorker)) bool {
+	s.mu.Lock()
+	sw := s.sw
+	s.sw, s.swCfg, s.relayOn = nil, nil, false
+	s.mu.Unlock()
+	if sw == nil {
+		return false
+	}
+	stop(sw)
+	return true
+}
+
+func (s *Server) setServerErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.serverErr = nil
+		return
+	}
+	s.log.Error("bound source cannot run", zap.Error(err))
+	s.serverErr = &TaskError{Error: errs.Entry(err, s.cfg.Clock.Now())}
+}
+
+// SourceWorker returns the running source worker, or nil when unbound.
+func (s *Server) SourceWorker() *SourceWorker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sw
+}
+
+// Status is the worker status of DESIGN.md §6.
+func (s *Server) Status() WorkerStatus {
+	s.mu.Lock()
+	sw, serr := s.sw, s.serverErr
+	s.mu.Unlock()
+	st := WorkerStatus{
+		Worker: s.cfg.Name, Addr: s.cfg.Addr,
+		Relay: RelayStatus{Enabled: false}, SubTasks: []SubTaskStatus{}, Streams: []any{}, Errors: []TaskError{},
+	}
+	if sw != nil {
+		ss := sw.Status()
+		st.Source, st.Relay, st.SubTasks, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Errors
+	}
+	if serr != nil {
+		st.Errors = append([]TaskError{*serr}, st.Errors...)
+	}
+	return st
+}
+
+// publishStatus writes P/status/{worker} on the keepalive lease every
+// StatusInterval until ctx is done.
+func (s *Server) publishStatus(ctx context.Context) {
+	t := time.NewTicker(s.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		lease := s.keepalive.LeaseID()
+		s.mu.Unlock()
+		data, err := json.Marshal(s.Status())
+		if err == nil {
+			_, err = s.store.PutStatus(ctx, s.cfg.Name, data, lease)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("publish status to etcd", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

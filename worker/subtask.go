@@ -1,0 +1,248 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// Error codes a SubTask puts into its Result when it fails outside a unit's
+// Process.
+const (
+	CodeUnitCreate   = "unit-create"   // the factory could not build the pipeline
+	CodeUnitInit     = "unit-init"     // a unit's Init failed
+	CodeUnitProgress = "unit-progress" // a unit could not tell whether it has saved progress
+)
+
+// Errors of the SubTask lifecycle methods; they are returned wrapped with
+// the subtask's name and stage.
+var (
+	ErrSubTaskNotRunning       = errors.New("subtask: not running")
+	ErrSubTaskNotPaused        = errors.New("subtask: not paused")
+	ErrSubTaskClosed           = errors.New("subtask: closed")
+	ErrSubTaskNotAutoResumable = errors.New("subtask: not paused by a resumable error or paused explicitly")
+)
+
+// SubTask runs one subtask: the pipeline of units its task mode needs (dump,
+// load, sync) and its optional validator.
+//
+// One supervisor goroutine drives the pipeline while it runs (Init of every
+// unit, the IsFreshTask scan, Process/Resume of the current unit, hand-over
+// to the next unit). Pause, Close and Kill cancel it and wait for it; only
+// the supervisor moves the stage away from Running, Resuming or Pausing
+// (compare-and-swap under mu), so the reported stage is always the real one.
+// Units are only called by the supervisor while it runs and by the
+// lifecycle methods (under ops) while it does not, never by both.
+//
+// All methods are safe for concurrent use.
+type SubTask struct {
+	name    string
+	factory unit.Factory
+	logger  *zap.Logger
+
+	// ops serialises the lifecycle methods (Run, Pause, Resume, AutoResume,
+	// Update, Close, Kill). The supervisor never takes it.
+	ops sync.Mutex
+	// guarded by ops:
+	cancel context.CancelFunc // cancels the current supervisor; nil before the first
+	done   chan struct{}      // closed by the supervisor when it exits; nil before the first
+
+	// vops serialises StartValidator and StopValidator.
+	vops sync.Mutex
+
+	mu sync.Mutex
+	// guarded by mu:
+	cfg      *config.SubTaskConfig
+	stage    stage.Stage
+	result   *unit.Result // last failed run, nil when none
+	explicit bool         // paused by Pause (the checker must not resume)
+	buildErr error        // the factory's error for the current config
+	units    []unit.Unit  // the pipeline in order; nil when buildErr is set
+	inited   int          // units[:inited] were initialised successfully
+	scanned  bool         // cur was chosen by the IsFreshTask scan
+	cur      int          // index of the current unit; units[:cur] are closed
+	started  bool         // units[cur] ran (Process), so it continues with Resume
+	valid    unit.Validator
+	vRunning bool // valid was started and not stopped by StopValidator
+}
+
+// NewSubTask returns a SubTask in stage New with the pipeline of cfg's task
+// mode built by factory. Errors of the factory surface when the subtask
+// runs: it then pauses with a non-resumable error.
+func NewSubTask(cfg *config.SubTaskConfig, factory unit.Factory, logger *zap.Logger) *SubTask {
+	s := &SubTask{
+		name:    cfg.Name,
+		factory: factory,
+		logger:  logger.With(zap.String("task", cfg.Name)),
+		cfg:     cfg.Clone(),
+		stage:   stage.New,
+	}
+	s.units, s.buildErr = s.build(s.cfg)
+	return s
+}
+
+// build creates the units of cfg's task mode, closing the ones already
+// built when a later one fails.
+func (s *SubTask) build(cfg *config.SubTaskConfig) ([]unit.Unit, error) {
+	if err := s.factory.CheckMode(cfg.TaskMode); err != nil {
+		return nil, buildError(cfg.Name, err)
+	}
+	types, err := unit.Pipeline(cfg.TaskMode)
+	if err != nil {
+		return nil, buildError(cfg.Name, err)
+	}
+	units := make([]unit.Unit, 0, len(types))
+	for _, t := range types {
+		u, err := s.factory.NewUnit(t, cfg.Clone(), s.logger.With(zap.String("unit", string(t))))
+		if err != nil {
+			for _, b := range units {
+				b.Close()
+			}
+			return nil, buildError(cfg.Name, fmt.Errorf("create %s unit: %w", t, err))
+		}
+		units = append(units, u)
+	}
+	return units, nil
+}
+
+// buildError makes err of building subtask name's pipeline non-resumable,
+// keeping the code of a non-resumable Coded error (task-mode-unsupported,
+// task-mode-invalid).
+func buildError(name string, err error) error {
+	if errs.Code(err) != errs.CodeInternal && !errs.IsResumable(err) {
+		return fmt.Errorf("subtask %q: %w", name, err)
+	}
+	return errs.New(CodeUnitCreate, false, "subtask %q: %w", name, err)
+}
+
+// Name is the subtask's (task's) name.
+func (s *SubTask) Name() string { return s.name }
+
+// Kind labels the subtask in auto-resume metrics.
+func (s *SubTask) Kind() string { return "subtask" }
+
+// Config returns a copy of the current config.
+func (s *SubTask) Config() *config.SubTaskConfig {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Clone()
+}
+
+// Stage is the current stage.
+func (s *SubTask) Stage() stage.Stage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stage
+}
+
+// Result returns a copy of the last failed run, or nil when the subtask has
+// not failed since it last (re)started.
+func (s *SubTask) Result() *unit.Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.result.Clone()
+}
+
+// ExplicitlyPaused reports whether the subtask was paused by Pause (and not
+// resumed since), so the auto-resume checker must leave it alone.
+func (s *SubTask) ExplicitlyPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.explicit
+}
+
+// CurrentUnit is the type of the unit the pipeline is at ("" when the
+// pipeline could not be built).
+func (s *SubTask) CurrentUnit() unit.Type {
+	if u := s.Unit(); u != nil {
+		return u.Type()
+	}
+	return ""
+}
+
+// Unit returns the unit the pipeline is at, or nil when the pipeline could
+// not be built. Callers may use only the unit's methods that are safe
+// concurrently with Process (Status, and extension interfaces documented so).
+func (s *SubTask) Unit() unit.Unit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.units) == 0 {
+		return nil
+	}
+	return s.units[s.cur]
+}
+
+// SubTaskStatus is the subtask object of the status API (DESIGN.md §6).
+type SubTaskStatus struct {
+	Name      string           `json:"name"`
+	Stage     stage.Stage      `json:"stage"`
+	Unit      unit.Type        `json:"unit"`
+	Errors    []errs.Error     `json:"errors"`
+	Progress  any              `json:"progress"`
+	Validator *ValidatorStatus `json:"validator,omitempty"`
+}
+
+// ValidatorStatus is the "validator" object of a subtask's status.
+type ValidatorStatus = unit.ValidatorStatus
+
+// Status returns a snapshot for the status API: errors is [] and progress is
+// {} when there are none, and the validator shows Stopped with zero counts
+// when there is no validator.
+func (s *SubTask) Status() SubTaskStatus {
+	s.mu.Lock()
+	st := SubTaskStatus{Name: s.name, Stage: s.stage, Errors: []errs.Error{}}
+	if s.result != nil {
+		st.Errors = append(st.Errors, s.result.Errors...)
+	}
+	var u unit.Unit
+	if len(s.units) > 0 {
+		u = s.units[s.cur]
+		st.Unit = u.Type()
+	}
+	v := s.valid
+	s.mu.Unlock()
+
+	st.Progress = map[string]any{}
+	if u != nil {
+		if p := u.Status(); p != nil {
+			st.Progress = p
+		}
+	}
+	vs := ValidatorStatus{Stage: stage.Stopped}
+	if v != nil {
+		vs = v.Status()
+	}
+	st.Validator = &vs
+	return st
+}
+
+// fail records a failed run and moves a live stage to Paused. A subtask
+// being stopped stays Stopping: Close or Kill finishes it.
+func (s *SubTask) fail(entries []errs.Error) {
+	s.mu.Lock()
+	s.result = &unit.Result{Errors: entries}
+	from := s.stage
+	if from == stage.Running || from == stage.Resuming || from == stage.Pausing {
+		s.stage = stage.Paused
+	}
+	to := s.stage
+	s.mu.Unlock()
+	for _, e := range entries {
+		s.logger.Warn("subtask failed", zap.String("from", string(from)), zap.String("stage", string(to)),
+			zap.String("error-code", e.Code), zap.Bool("resumable", e.Resumable), zap.String("error", e.Message))
+	}
+}
+
+// failErr is fail for one error, stamped now.
+func (s *SubTask) failErr(err error) {
+	s.fail([]errs.Error{errs.Entry(err, time.Now())})
+}

@@ -1,0 +1,259 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// Run starts a New subtask: stage Running, then (in the supervisor) Init of
+// every unit, the choice of the unit to start at (the last unit, scanning
+// backwards, that has saved progress; the first unit when none has) and
+// processing from there. It returns without waiting for any of that.
+//
+// The pipeline keeps ctx's values but not its cancellation: it runs until
+// Pause, Close or Kill, so a caller's short-lived ctx does not stop it.
+// A subtask whose pipeline could not be built pauses at once with a
+// non-resumable error. Run of a subtask that is not New does nothing.
+func (s *SubTask) Run(ctx context.Context) {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	s.mu.Lock()
+	if s.stage != stage.New {
+		st := s.stage
+		s.mu.Unlock()
+		s.logger.Warn("run ignored: subtask already started", zap.String("stage", string(st)))
+		return
+	}
+	buildErr := s.buildErr
+	s.stage = stage.Running
+	s.mu.Unlock()
+	if buildErr != nil {
+		s.failErr(buildErr) // Running → Paused with the error
+		return
+	}
+	s.logger.Info("subtask starting")
+	s.startSupervisor(ctx)
+}
+
+// Pause pauses a running subtask explicitly (the master asked for Paused or
+// Stopped): Running → Pausing → Paused. It cancels the running unit, waits
+// until it returned and paused, and marks the subtask so that the checker
+// never auto-resumes it. A New subtask becomes Paused without running; a
+// subtask already Paused (by an error) is only marked. ctx bounds the wait:
+// when it ends first, the pause completes in the background and ctx's error
+// is returned. Other stages give ErrSubTaskNotRunning.
+func (s *SubTask) Pause(ctx context.Context) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	s.mu.Lock()
+	st := s.stage
+	switch st {
+	case stage.Running, stage.Resuming, stage.Pausing:
+		s.stage = stage.Pausing
+		s.explicit = true
+	case stage.New, stage.Paused:
+		s.stage = stage.Paused
+		s.explicit = true
+		s.mu.Unlock()
+		s.logger.Info("subtask paused", zap.String("from", string(st)))
+		return nil
+	default:
+		s.mu.Unlock()
+		return fmt.Errorf("%w: pause subtask %q in stage %s", ErrSubTaskNotRunning, s.name, st)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	if err := s.waitSupervisor(ctx); err != nil {
+		return fmt.Errorf("pause subtask %q: %w", s.name, err)
+	}
+	s.logger.Info("subtask paused", zap.String("stage", string(s.Stage())))
+	return nil
+}
+
+// Resume resumes a Paused subtask explicitly: Paused → Resuming → Running.
+// It clears the explicit-pause mark and the errors; the unit that failed or
+// was paused continues with Resume, a unit that has not run yet with
+// Process. A subtask still Pausing is waited for (bounded by ctx). Other
+// stages give ErrSubTaskNotPaused. Like Run, the pipeline outlives ctx.
+func (s *SubTask) Resume(ctx context.Context) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	return s.resume(ctx, false)
+}
+
+// AutoResume is Resume for the auto-resume checker: it resumes only a
+// subtask paused by errors that are all resumable and not paused explicitly;
+// otherwise it returns ErrSubTaskNotAutoResumable. The explicit-pause mark
+// stays cleared.
+func (s *SubTask) AutoResume(ctx context.Context) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	return s.resume(ctx, true)
+}
+
+// resume runs under ops.
+func (s *SubTask) resume(ctx context.Context, auto bool) error {
+	if s.Stage() == stage.Pausing {
+		if err := s.waitSupervisor(ctx); err != nil {
+			return fmt.Errorf("resume subtask %q: wait for the pause to finish: %w", s.name, err)
+		}
+	}
+	s.mu.Lock()
+	if s.stage != stage.Paused {
+		st := s.stage
+		s.mu.Unlock()
+		return fmt.Errorf("%w: resume subtask %q in stage %s", ErrSubTaskNotPaused, s.name, st)
+	}
+	if auto && (s.explicit || !s.result.Resumable()) {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: subtask %q", ErrSubTaskNotAutoResumable, s.name)
+	}
+	prev := s.result
+	s.explicit = false
+	s.result = nil
+	if s.units == nil {
+		s.units, s.buildErr = s.build(s.cfg)
+		s.inited, s.scanned, s.cur, s.started = 0, false, 0, false
+	}
+	buildErr := s.buildErr
+	if buildErr == nil {
+		s.stage = stage.Resuming
+	}
+	s.mu.Unlock()
+	if buildErr != nil {
+		s.failErr(buildErr)
+		return fmt.Errorf("resume subtask %q: %w", s.name, buildErr)
+	}
+	fields := []zap.Field{zap.Bool("auto", auto)}
+	if prev.Failed() {
+		fields = append(fields, zap.String("error-code", prev.Errors[0].Code))
+	}
+	s.logger.Info("subtask resuming", fields...)
+	s.startSupervisor(ctx)
+	return nil
+}
+
+// Update applies cfg to a New or Paused subtask. When no unit has been
+// processed yet the pipeline is rebuilt with cfg; otherwise cfg must keep
+// the task mode and every unit that still has work (the current one and
+// those after it) applies it with Update. An error wrapping
+// unit.ErrUpdateUnsupported (also for a changed task mode) means the caller
+// must recreate the subtask; after any error the units may hold different
+// configs, so recreate then too.
+func (s *SubTask) Update(ctx context.Context, cfg *config.SubTaskConfig) error {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	if cfg.Name != s.name {
+		return fmt.Errorf("update subtask %q: the new config names task %q; a subtask cannot be renamed", s.name, cfg.Name)
+	}
+	newCfg := cfg.Clone()
+	s.mu.Lock()
+	st := s.stage
+	if st != stage.New && st != stage.Paused {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: update subtask %q in stage %s; pause it first", ErrSubTaskNotPaused, s.name, st)
+	}
+	if !s.scanned {
+		// Nothing has run: rebuild the pipeline from the new config.
+		old := s.units
+		s.units, s.buildErr = s.build(newCfg)
+		s.inited, s.cur, s.started = 0, 0, false
+		s.cfg = newCfg
+		s.mu.Unlock()
+		for _, u := range old {
+			u.Close()
+		}
+		s.logger.Info("subtask config replaced; pipeline rebuilt", zap.String("stage", string(st)))
+		return nil
+	}
+	if newCfg.TaskMode != s.cfg.TaskMode {
+		from := s.cfg.TaskMode
+		s.mu.Unlock()
+		return fmt.Errorf("update subtask %q: task-mode %s → %s: %w", s.name, from, newCfg.TaskMode, unit.ErrUpdateUnsupported)
+	}
+	pending := append([]unit.Unit(nil), s.units[s.cur:]...)
+	s.mu.Unlock()
+	for _, u := range pending {
+		if err := u.Update(ctx, newCfg.Clone()); err != nil {
+			return fmt.Errorf("update subtask %q: %s unit: %w", s.name, u.Type(), err)
+		}
+	}
+	s.mu.Lock()
+	s.cfg = newCfg
+	s.mu.Unlock()
+	s.logger.Info("subtask config updated in place")
+	return nil
+}
+
+// Close stops the subtask gracefully: Stopping, cancel and wait for the
+// supervisor, Close every unit not closed yet (flushing checkpoints), stop
+// the validator, Stopped. It is idempotent.
+func (s *SubTask) Close() { s.stop(unit.Unit.Close, "closed") }
+
+// Kill stops the subtask at once: like Close, but units are killed without
+// flushing.
+func (s *SubTask) Kill() { s.stop(unit.Unit.Kill, "killed") }
+
+func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
+	s.ops.Lock()
+	defer s.ops.Unlock()
+	s.mu.Lock()
+	if s.stage == stage.Stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stage = stage.Stopping
+	s.mu.Unlock()
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	s.mu.Lock()
+	var rest []unit.Unit
+	if s.units != nil {
+		rest = s.units[s.cur:]
+	}
+	s.mu.Unlock()
+	for _, u := range rest {
+		stopUnit(u)
+	}
+	s.StopValidator()
+	s.mu.Lock()
+	s.stage = stage.Stopped
+	s.mu.Unlock()
+	s.logger.Info("subtask " + what)
+}
+
+// startSupervisor runs under ops, with the stage already Running or
+// Resuming. The previous supervisor has already settled the stage, so it is
+// exiting; it is waited for so that at most one exists.
+func (s *SubTask) startSupervisor(ctx context.Context) {
+	if s.done != nil {
+		s.cancel()
+		<-s.done
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	s.cancel, s.done = cancel, done
+	go s.supervise(sctx, done)
+}
+
+// waitSupervisor runs under ops and waits for the current supervisor to
+// exit, or for ctx.
+func (s *SubTask) waitSupervisor(ctx context.Context) error {
+	if s.done == nil {
+		return nil
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,162 @@
+package worker
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// supervise drives the pipeline until it finishes, fails or ctx is
+// cancelled (by Pause, Close or Kill, which set the stage first), and closes
+// done when it exits. It is the only goroutine that calls units while it
+// runs.
+func (s *SubTask) supervise(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	s.mu.Lock()
+	if s.stage == stage.Resuming {
+		s.stage = stage.Running
+	}
+	live := s.stage == stage.Running
+	s.mu.Unlock()
+	if !live {
+		// Paused or stopped before it started: the units stay as they are.
+		s.settleCanceled(nil)
+		return
+	}
+	if !s.prepare(ctx) {
+		return
+	}
+	for {
+		s.mu.Lock()
+		u, resume := s.units[s.cur], s.started
+		s.started = true
+		s.mu.Unlock()
+
+		var r unit.Result
+		if resume {
+			r = u.Resume(ctx)
+		} else {
+			s.logger.Info("unit processing", zap.String("unit", string(u.Type())))
+			r = u.Process(ctx)
+		}
+		if !s.afterRun(u, r) {
+			return
+		}
+	}
+}
+
+// prepare initialises the units not initialised yet and, the first time,
+// chooses the unit to start at. It reports whether processing may start.
+func (s *SubTask) prepare(ctx context.Context) bool {
+	s.mu.Lock()
+	units, inited, scanned := s.units, s.inited, s.scanned
+	s.mu.Unlock()
+
+	for i := inited; i < len(units); i++ {
+		if err := units[i].Init(ctx); err != nil {
+			if ctx.Err() != nil {
+				s.settleCanceled(nil)
+				return false
+			}
+			s.failErr(errs.New(CodeUnitInit, false, "subtask %q: init %s unit: %w; fix the cause and resume the task",
+				s.name, units[i].Type(), err))
+			return false
+		}
+		s.mu.Lock()
+		s.inited = i + 1
+		s.mu.Unlock()
+	}
+	if scanned {
+		return true
+	}
+	start := 0
+	for i := len(units) - 1; i > 0; i-- {
+		fresh, err := units[i].IsFreshTask(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				s.settleCanceled(nil)
+				return false
+			}
+			s.failErr(errs.Wrap(err, CodeUnitProgress, "subtask %q: read saved progress of %s unit", s.name, units[i].Type()))
+			return false
+		}
+		if !fresh {
+			start = i
+			break
+		}
+	}
+	for _, u := range units[:start] {
+		u.Close()
+	}
+	s.mu.Lock()
+	s.cur, s.scanned, s.started = start, true, false
+	s.mu.Unlock()
+	if start > 0 {
+		s.logger.Info("resuming pipeline at the last unit with saved progress", zap.String("unit", string(units[start].Type())))
+	}
+	return true
+}
+
+// afterRun moves the stage after one Process/Resume of u and reports
+// whether the supervisor goes on with the next unit.
+func (s *SubTask) afterRun(u unit.Unit, r unit.Result) bool {
+	switch {
+	case len(r.Errors) > 0:
+		s.fail(r.Errors)
+		return false
+	case r.IsCanceled:
+		s.settleCanceled(u)
+		return false
+	}
+
+	s.mu.Lock()
+	last := s.cur == len(s.units)-1
+	if s.stage == stage.Stopping {
+		s.mu.Unlock()
+		return false
+	}
+	if last {
+		s.stage = stage.Finished
+		s.mu.Unlock()
+		s.logger.Info("subtask finished", zap.String("unit", string(u.Type())))
+		return false
+	}
+	s.mu.Unlock()
+
+	u.Close()
+	s.mu.Lock()
+	s.cur++
+	s.started = false
+	next := s.units[s.cur].Type()
+	goOn := s.stage == stage.Running
+	if s.stage == stage.Pausing {
+		s.stage = stage.Paused
+	}
+	s.mu.Unlock()
+	s.logger.Info("unit finished; handing over", zap.String("unit", string(u.Type())), zap.String("next", string(next)))
+	return goOn
+}
+
+// settleCanceled finishes a supervisor that stopped because its ctx was
+// cancelled: a pausing subtask pauses its unit u (nil when no unit was
+// running) and becomes Paused; a stopping one is left to Close or Kill.
+func (s *SubTask) settleCanceled(u unit.Unit) {
+	s.mu.Lock()
+	st := s.stage
+	s.mu.Unlock()
+	if st == stage.Stopping {
+		return
+	}
+	if u != nil {
+		u.Pause()
+	}
+	s.mu.Lock()
+	if s.stage != stage.Stopping {
+		s.stage = stage.Paused
+	}
+	s.mu.Unlock()
+}
