@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/unit"
 )
 
 // Stable error codes of the HTTP API.
@@ -57,19 +58,6 @@ type PurgeRequest struct {
 // RelayPurger is implemented by relay holders that can purge relay files.
 type RelayPurger interface {
 	Purge(ctx context.Context, req PurgeRequest) (purged []string, err error)
-}
-
-// HandleErrorRequest is the body of POST /api/v1/subtasks/{task}/handle-error.
-type HandleErrorRequest struct {
-	Op        string   `json:"op"`
-	BinlogPos string   `json:"binlog-pos,omitempty"`
-	SQLs      []string `json:"sqls,omitempty"`
-}
-
-// ErrorHandler is implemented by units that can skip or replace the event
-// they are stuck on (the sync unit).
-type ErrorHandler interface {
-	HandleError(ctx context.Context, req HandleErrorRequest) error
 }
 
 // ValidationErrorsRequest is the body of POST .../validation/errors.
@@ -177,15 +165,15 @@ func (s *Server) handlePurge(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleHandleError(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("task")
-	var req HandleErrorRequest
+	var req unit.HandleErrorRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if req.Op != "skip" && req.Op != "replace" {
+	if req.Op != unit.HandleErrorSkip && req.Op != unit.HandleErrorReplace {
 		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf(`op %q: use "skip" or "replace"`, req.Op)})
 		return
 	}
-	if req.Op == "replace" && len(req.SQLs) == 0 {
+	if req.Op == unit.HandleErrorReplace && len(req.SQLs) == 0 {
 		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, `op "replace" needs "sqls": the statements to run instead`})
 		return
 	}
@@ -194,7 +182,7 @@ func (s *Server) handleHandleError(w http.ResponseWriter, r *http.Request) {
 		writeError(w, subtaskNotFound(name))
 		return
 	}
-	h, ok := st.Unit().(ErrorHandler)
+	h, ok := st.Unit().(unit.ErrorHandler)
 	if !ok {
 		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorInvalid,
 			fmt.Sprintf("subtask %q is in unit %q, which is not stuck on a binlog event; handle-error applies to the sync unit", name, st.CurrentUnit())})

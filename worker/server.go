@@ -15,9 +15,9 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
-	"github.com/dmworker/dm-worker/unit"
 )
 
 // Error codes of the worker's own (not per-task) problems.
@@ -35,11 +35,12 @@ type ServerConfig struct {
 	Client       *clientv3.Client
 	Prefix       string
 	KeepaliveTTL time.Duration
-	Factory      unit.Factory
-	NewRelay     RelayFactory
-	Metrics      *Metrics
-	Logger       *zap.Logger
-	Clock        Clock
+	// NewFactory builds the unit factory of each bound source.
+	NewFactory FactoryBuilder
+	NewRelay   RelayFactory
+	Metrics    *Metrics
+	Logger     *zap.Logger
+	Clock      Clock
 	// StatusInterval is how often P/status/{worker} is refreshed (default 5s,
 	// at most 10s by contract).
 	StatusInterval time.Duration
@@ -309,12 +310,15 @@ func (s *Server) reconcileBound(ctx context.Context) error {
 		sw = nil
 	}
 	if sw == nil {
-		sw = NewSourceWorker(SourceWorkerConfig{
-			Source: cfg, Store: s.store, Factory: s.cfg.Factory, NewRelay: s.cfg.NewRelay,
+		var nsw *SourceWorker
+		factory := s.cfg.NewFactory(cfg, func() binlog.StreamOpener { return nsw.RelayReader() })
+		nsw = NewSourceWorker(SourceWorkerConfig{
+			Source: cfg, Store: s.store, Factory: factory, NewRelay: s.cfg.NewRelay,
 			Metrics: s.cfg.Metrics, Logger: s.log, Clock: s.cfg.Clock,
 			CheckInterval:   s.cfg.CheckInterval,
 			WatchBackoffMin: s.cfg.WatchBackoffMin, WatchBackoffMax: s.cfg.WatchBackoffMax,
 		})
+		sw = nsw
 		sw.Start(runCtx)
 		sw.EnableSubTasks(runCtx)
 		s.mu.Lock()

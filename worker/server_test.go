@@ -10,9 +10,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/unit"
 )
 
 // serverEnv runs a Server with test units against embedded etcd.
@@ -34,8 +37,10 @@ func startServer(t *testing.T) *serverEnv {
 	}}
 	e.srv = NewServer(ServerConfig{
 		Name: "w1", Addr: "127.0.0.1:1", Client: etcd.Client(t), Prefix: "/dm",
-		KeepaliveTTL:    2 * time.Second,
-		Factory:         e.factory,
+		KeepaliveTTL: 2 * time.Second,
+		NewFactory: func(*config.SourceConfig, func() binlog.StreamOpener) unit.Factory {
+			return e.factory
+		},
 		Metrics:         e.metrics,
 		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		StatusInterval:  100 * time.Millisecond,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
@@ -738,6 +739,16 @@ func (w *SourceWorker) SubTask(name string) *SubTask {
 		return ts.st
 	}
 	return nil
+}
+
+// RelayReader returns the relay's reader while relay runs for the source
+// and its holder offers one, else nil.
+func (w *SourceWorker) RelayReader() binlog.StreamOpener {
+	r, ok := w.Relay().(interface{ Reader() binlog.StreamOpener })
+	if !ok {
+		return nil
+	}
+	return r.Reader()
 }
 
 // Relay returns the relay holder, or nil when relay is not running.

@@ -99,7 +99,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		Factory:      worker.NewUnitFactory(),
+		NewFactory:   worker.NewUnitFactory(),
 		Metrics:      metrics, Logger: logger,
 	})
 
