@@ -37,6 +37,24 @@ type TaskConfig struct {
 	Mydumpers      map[string]MydumperConfig  `json:"mydumpers,omitempty"`
 	Loaders        map[string]LoaderConfig    `json:"loaders,omitempty"`
 	Validators     map[string]ValidatorConfig `json:"validators,omitempty"`
+
+	// DMCompat holds fields of DM task files that this worker reads but
+	// does not act on, so that existing DM task files load unchanged.
+	DMCompat
+}
+
+// DMCompat lists DM task-file fields accepted for compatibility. Only
+// shard-mode is checked: sharding DDL coordination does not exist here, so
+// a task that relies on it is refused rather than run without it.
+type DMCompat struct {
+	ShardMode           string   `json:"shard-mode,omitempty"`
+	IsSharding          bool     `json:"is-sharding,omitempty"`
+	OnlineDDL           bool     `json:"online-ddl,omitempty"`
+	Timezone            string   `json:"timezone,omitempty"`
+	CleanDumpFile       bool     `json:"clean-dump-file,omitempty"`
+	CollationCompatible string   `json:"collation_compatible,omitempty"`
+	IgnoreCheckingItems []string `json:"ignore-checking-items,omitempty"`
+	EnableHeartbeat     bool     `json:"enable-heartbeat,omitempty"`
 }
 
 // Validate reports every problem of the task file at once as a
@@ -47,6 +65,9 @@ func (c *TaskConfig) Validate() error {
 	var p problems
 	p.name("name", "task", c.Name)
 	validateTaskMode(&p, "task-mode", c.TaskMode)
+	if c.ShardMode != "" || c.IsSharding {
+		p.add("shard-mode", c.ShardMode, "sharding DDL coordination is not supported by this worker; remove shard-mode/is-sharding (route rules still merge tables)")
+	}
 	validateMetaSchema(&p, "meta-schema", c.MetaSchema)
 	c.TargetDatabase.validate(&p, "target-database")
 

@@ -267,3 +267,34 @@ func TestTaskConfigRoundTrip(t *testing.T) {
 		t.Errorf("JSON names: %s", j)
 	}
 }
+
+func TestTaskConfigAcceptsDMCompatFields(t *testing.T) {
+	const base = `
+name: t1
+task-mode: incremental
+online-ddl: true
+timezone: "+00:00"
+clean-dump-file: true
+collation_compatible: loose
+ignore-checking-items: ["all"]
+target-database: {host: 127.0.0.1, port: 3306, user: root}
+mysql-instances:
+  - source-id: s1
+    meta: {binlog-name: mariadb-bin.000001, binlog-pos: 4}
+`
+	c, err := ParseTaskConfig([]byte(base))
+	if err != nil {
+		t.Fatalf("DM fields must load: %v", err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("DM fields must validate: %v", err)
+	}
+	c, err = ParseTaskConfig([]byte(base + "shard-mode: pessimistic\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "shard-mode") {
+		t.Fatalf("shard-mode must be refused naming the field, got %v", err)
+	}
+}
