@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dmworker/dm-worker/pkg/stage"
 )
 
 // Metrics are the worker's Prometheus metrics. The owner registers them
@@ -46,6 +48,11 @@ func NewMetrics() *Metrics {
 // Register registers every metric on reg; the errors of those that failed
 // are joined.
 func (m *Metrics) Register(reg prometheus.Registerer) error {
+	// Every stage shows from the start, so an idle worker exports a
+	// dm_worker_subtasks series of zeros rather than nothing.
+	for _, s := range stage.All() {
+		m.SubTasks.WithLabelValues(string(s)).Add(0)
+	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.ReconcileTotal, m.ReconcileDuration, m.WatchRestarts, m.SubTasks, m.AutoResumes} {
 		if err := reg.Register(c); err != nil {

@@ -208,10 +208,13 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 		return false
 	case <-ka.Lost():
 		s.log.Error("keepalive lease lost: stopping the source's data plane at once; another worker may take the source")
+		// Kill first, then stop the reconciler; a source worker it created
+		// meanwhile is killed by the second call.
 		s.stopSourceWorker((*SourceWorker).Kill)
 		queue.ShutDown()
 		cancel()
 		wg.Wait()
+		s.stopSourceWorker((*SourceWorker).Kill)
 		// The old lease is gone; Close only stops the keepalive goroutine.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer rcancel()
@@ -339,17 +342,23 @@ func (s *Server) reconcileBound(ctx context.Context) error {
 	return nil
 }
 
-// stopSourceWorker stops and forgets the current source worker with stop
-// (Close or Kill); it reports whether there was one.
+// stopSourceWorker stops the current source worker with stop (Close or
+// Kill) and then forgets it, so status shows it until it has stopped; it
+// reports whether there was one. Only the bound reconciler, or serve once
+// the reconciler has ended, calls it.
 func (s *Server) stopSourceWorker(stop func(*SourceWorker)) bool {
 	s.mu.Lock()
 	sw := s.sw
-	s.sw, s.swCfg, s.relayOn = nil, nil, false
 	s.mu.Unlock()
 	if sw == nil {
 		return false
 	}
 	stop(sw)
+	s.mu.Lock()
+	if s.sw == sw {
+		s.sw, s.swCfg, s.relayOn = nil, nil, false
+	}
+	s.mu.Unlock()
 	return true
 }
 

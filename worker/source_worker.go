@@ -773,8 +773,7 @@ func (w *SourceWorker) runStageGauge(ctx context.Context) {
 				counts[st.Stage()]++
 			}
 		}
-		for _, s := range []stage.Stage{stage.New, stage.Running, stage.Paused, stage.Stopped,
-			stage.Finished, stage.Pausing, stage.Resuming, stage.Stopping} {
+		for _, s := range stage.All() {
 			w.cfg.Metrics.SubTasks.WithLabelValues(string(s)).Set(float64(counts[s]))
 		}
 	}

@@ -73,6 +73,13 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		zap.Strings("etcd-endpoints", cfg.EtcdEndpoints), zap.String("etcd-prefix", cfg.EtcdPrefix),
 		zap.String("status-addr", cfg.StatusAddr), zap.Bool("embed-etcd", cfg.EmbedEtcd))
 
+	// Listen first: a taken address is reported at once, before etcd.
+	ln, err := net.Listen("tcp", cfg.StatusAddr)
+	if err != nil {
+		return fmt.Errorf("listen on status-addr %s: %w; pick a free address with --status-addr", cfg.StatusAddr, err)
+	}
+	defer ln.Close() // Serve owns it once started; closing twice is harmless
+
 	if cfg.EmbedEtcd {
 		e, err := etcdutil.StartEmbedded(filepath.Join(cfg.DataDir, "etcd"), cfg.EtcdEndpoints[0], logger)
 		if err != nil {
@@ -103,10 +110,6 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		Metrics:      metrics, Logger: logger,
 	})
 
-	ln, err := net.Listen("tcp", cfg.StatusAddr)
-	if err != nil {
-		return fmt.Errorf("listen on status-addr %s: %w; pick a free address with --status-addr", cfg.StatusAddr, err)
-	}
 	httpSrv := &http.Server{
 		Handler:           worker.Logged(srv.Handler(reg), logger),
 		ReadHeaderTimeout: 10 * time.Second,

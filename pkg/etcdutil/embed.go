@@ -49,7 +49,7 @@ func StartEmbedded(dir, clientURL string, logger *zap.Logger) (*Embedded, error)
 	cfg.ClusterState = embed.ClusterStateFlagNew
 	cfg.LogLevel = "error"
 	if logger != nil {
-		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger.WithOptions(zap.IncreaseLevel(zap.ErrorLevel)).Named("etcd"))
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(ServerLogger(logger).Named("etcd"))
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

@@ -26,6 +26,9 @@ const (
 
 var all = []Stage{New, Running, Paused, Stopped, Finished, Pausing, Resuming, Stopping}
 
+// All returns every stage, in lifecycle order.
+func All() []Stage { return append([]Stage(nil), all...) }
+
 // ExpectedStages lists the stages a master may write into etcd.
 var ExpectedStages = []Stage{Running, Paused, Stopped}
 

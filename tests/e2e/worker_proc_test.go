@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// workerOptions say how to start a dm-worker process.
+type workerOptions struct {
+	name      string
+	endpoints string // --etcd-endpoints
+	prefix    string // --etcd-prefix; "" = the default
+	dataDir   string // "" = a new t.TempDir()
+	embedEtcd bool
+	// ready bounds the wait for /healthz (default 20s).
+	ready time.Duration
+}
+
+// workerProc is a running dm-worker process.
+type workerProc struct {
+	*process
+	t       testing.TB
+	addr    string // --status-addr
+	dataDir string
+	logFile string // --log-file
+	outFile string // stdout and stderr
+}
+
+// startWorker starts dm-worker with opts on a free status port, waits until
+// /healthz answers, and kills it in t.Cleanup (printing its log tail when
+// the test failed). A status port taken between the pick and the start is
+// retried with another one.
+func startWorker(t *testing.T, opts workerOptions) *workerProc {
+	t.Helper()
+	if opts.dataDir == "" {
+		opts.dataDir = t.TempDir()
+	}
+	if opts.ready == 0 {
+		opts.ready = 20 * time.Second
+	}
+	for attempt := 1; ; attempt++ {
+		w, err := tryStartWorker(t, opts)
+		if err == nil {
+			return w
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("retrying on another status port: %v", err)
+	}
+}
+
+func tryStartWorker(t *testing.T, opts workerOptions) (*workerProc, error) {
+	t.Helper()
+	logDir := t.TempDir()
+	w := &workerProc{
+		t:       t,
+		addr:    freeAddr(t),
+		dataDir: opts.dataDir,
+		logFile: filepath.Join(logDir, "dm-worker.log"),
+		outFile: filepath.Join(logDir, "dm-worker.out"),
+	}
+	args := []string{
+		"--name", opts.name,
+		"--etcd-endpoints", opts.endpoints,
+		"--status-addr", w.addr,
+		"--data-dir", w.dataDir,
+		"--keepalive-ttl", "2s",
+		"--log-file", w.logFile,
+	}
+	if opts.prefix != "" {
+		args = append(args, "--etcd-prefix", opts.prefix)
+	}
+	if opts.embedEtcd {
+		args = append(args, "--embed-etcd")
+	}
+	p, err := startProcess("dm-worker "+opts.name, bin.worker, args, w.outFile)
+	if err != nil {
+		return nil, err
+	}
+	w.process = p
+	t.Cleanup(func() {
+		w.stop(t)
+		if t.Failed() {
+			t.Logf("dm-worker %s output:\n%s\nlog tail:\n%s", opts.name, tail(w.outFile, 20), tail(w.logFile, 40))
+		}
+	})
+	deadline := time.Now().Add(opts.ready)
+	for {
+		if p.exited() {
+			code, _ := p.wait(0)
+			return nil, fmt.Errorf("dm-worker %s exited with %d before serving /healthz:\n%s\n%s",
+				opts.name, code, tail(w.outFile, 20), tail(w.logFile, 20))
+		}
+		if r, err := httpDo(http.MethodGet, w.url("/healthz"), ""); err == nil && r.code == http.StatusOK && r.body == "ok" {
+			return w, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("dm-worker %s: /healthz not ok within %s", opts.name, opts.ready)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// url is the worker's HTTP URL of path.
+func (w *workerProc) url(path string) string { return "http://" + w.addr + path }
+
+// terminate sends SIGTERM and requires exit code 0 within d.
+func (w *workerProc) terminate(d time.Duration) {
+	w.t.Helper()
+	start := time.Now()
+	w.signal(w.t, syscall.SIGTERM)
+	code, err := w.wait(d)
+	if err != nil {
+		w.t.Fatalf("after SIGTERM: %v", err)
+	}
+	if code != 0 {
+		w.t.Fatalf("after SIGTERM: exit code %d, want 0", code)
+	}
+	w.t.Logf("dm-worker stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+}
+
+// status reads GET /api/v1/status.
+func (w *workerProc) status() workerStatus {
+	w.t.Helper()
+	var st workerStatus
+	r, err := httpDo(http.MethodGet, w.url("/api/v1/status"), "")
+	if err != nil || r.code != http.StatusOK {
+		w.t.Fatalf("GET /api/v1/status: %d %v\n%s", r.code, err, r.body)
+	}
+	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
+		w.t.Fatalf("GET /api/v1/status: %v\n%s", err, r.body)
+	}
+	return st
+}
+
+// workerStatus is the part of the status document the tests look at.
+type workerStatus struct {
+	Worker string `json:"worker"`
+	Addr   string `json:"addr"`
+	Source string `json:"source"`
+	Relay  struct {
+		Enabled bool `json:"enabled"`
+	} `json:"relay"`
+	Errors []struct {
+		Task      string `json:"task"`
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Resumable bool   `json:"resumable"`
+	} `json:"errors"`
+}
+
+// hasError reports whether the status lists an error with code for task.
+func (s workerStatus) hasError(task, code string) bool {
+	for _, e := range s.Errors {
+		if e.Task == task && e.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// httpResult is one HTTP exchange.
+type httpResult struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+// httpDo sends one request without keep-alive (no idle connection
+// outlives it).
+func httpDo(method, url, body string) (httpResult, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return httpResult{}, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return httpResult{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return httpResult{code: resp.StatusCode, header: resp.Header, body: string(b)}, err
+}
+
+// writeFile writes content into a new file in a temp dir and returns its
+// path.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,212 @@
+package worker
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/stage"
+)
+
+// Passwords put into etcd by the HTTP tests; no answer may contain them.
+const (
+	httpSourcePassword = "src-pw-5f3a"
+	httpTargetPassword = "tgt-pw-9c1e"
+)
+
+// startBoundServer runs a Server bound to testSource, whose config carries
+// a password, with subtask t1 Running in a blocking Sync test unit, and
+// returns it with its HTTP handler.
+func startBoundServer(t *testing.T) (*serverEnv, http.Handler) {
+	t.Helper()
+	e := startServer(t)
+	src := testSourceConfig()
+	src.From.Password = httpSourcePassword
+	if _, err := e.master.PutSourceConfig(e.ctx(), src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.master.PutBound(e.ctx(), ha.Bound{Source: testSource, Worker: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := taskConfig("t1")
+	cfg.TargetDatabase.Password = httpTargetPassword
+	if _, err := e.master.PutSubTask(e.ctx(), cfg, ha.Stage{Expect: stage.Running, Source: testSource, Task: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "t1 running", func() bool {
+		u := e.factory.latest("t1")
+		return e.subtaskStage("t1") == stage.Running && u != nil && u.State() == usRunning
+	})
+	return e, e.srv.Handler(prometheus.NewRegistry())
+}
+
+// serve runs one request through h.
+func serve(h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// apiErrorOf decodes an error answer; it fails when the body is not one.
+func apiErrorOf(t *testing.T, rec *httptest.ResponseRecorder) (code, message string) {
+	t.Helper()
+	var doc struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.Error == nil {
+		t.Fatalf("body is not an error object: %v\n%s", err, rec.Body)
+	}
+	return doc.Error.Code, doc.Error.Message
+}
+
+func TestHTTPSubTaskObject(t *testing.T) {
+	_, h := startBoundServer(t)
+	rec := serve(h, http.MethodGet, "/api/v1/subtasks/t1", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /api/v1/subtasks/t1: %d %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, rec.Body)
+	}
+	if doc["name"] != "t1" || doc["stage"] != "Running" || doc["unit"] != "Sync" {
+		t.Errorf("name/stage/unit = %v/%v/%v", doc["name"], doc["stage"], doc["unit"])
+	}
+	if errs, ok := doc["errors"].([]any); !ok || len(errs) != 0 {
+		t.Errorf("errors = %#v, want []", doc["errors"])
+	}
+	if p, ok := doc["progress"].(map[string]any); !ok || p["state"] != string(usRunning) {
+		t.Errorf("progress = %#v, want the unit's own status", doc["progress"])
+	}
+	v, ok := doc["validator"].(map[string]any)
+	if !ok || v["stage"] != "Stopped" {
+		t.Fatalf("validator = %#v, want a Stopped validator object", doc["validator"])
+	}
+	if _, ok := v["pending"]; !ok {
+		t.Errorf("validator lacks pending: %v", v)
+	}
+	if counts, ok := v["errors"].(map[string]any); !ok || len(counts) != 3 {
+		t.Errorf("validator errors = %#v, want new/ignored/resolved counts", v["errors"])
+	}
+}
+
+func TestHTTPErrorsOfABoundWorker(t *testing.T) {
+	_, h := startBoundServer(t)
+	cases := []struct {
+		name         string
+		method, path string
+		body         string
+		status       int
+		code         string
+	}{
+		// The blocking test Sync unit does not implement unit.ErrorHandler.
+		{"handle-error skip, unit cannot", http.MethodPost, "/api/v1/subtasks/t1/handle-error", `{"op":"skip"}`,
+			http.StatusConflict, CodeHandleErrorInvalid},
+		{"handle-error replace, unit cannot", http.MethodPost, "/api/v1/subtasks/t1/handle-error",
+			`{"op":"replace","binlog-pos":"mariadb-bin.000001:4","sqls":["SELECT 1"]}`, http.StatusConflict, CodeHandleErrorInvalid},
+		{"handle-error unknown task", http.MethodPost, "/api/v1/subtasks/t9/handle-error", `{"op":"skip"}`,
+			http.StatusNotFound, CodeSubTaskNotFound},
+		{"validation errors list, no validator", http.MethodGet, "/api/v1/subtasks/t1/validation/errors?state=new", "",
+			http.StatusConflict, CodeValidatorNotFound},
+		{"validation errors operate, no validator", http.MethodPost, "/api/v1/subtasks/t1/validation/errors", `{"op":"resolve","all":true}`,
+			http.StatusConflict, CodeValidatorNotFound},
+		{"purge, relay off", http.MethodPost, "/api/v1/relay/purge", `{"inactive":true}`,
+			http.StatusConflict, CodeRelayNotEnabled},
+		{"purge, relay off, by file", http.MethodPost, "/api/v1/relay/purge", `{"filename":"mariadb-bin.000001"}`,
+			http.StatusConflict, CodeRelayNotEnabled},
+		{"purge, two selectors", http.MethodPost, "/api/v1/relay/purge", `{"inactive":true,"filename":"mariadb-bin.000001"}`,
+			http.StatusBadRequest, CodeBadRequest},
+		{"subtask of an invalid name", http.MethodGet, "/api/v1/subtasks/bad%20name", "",
+			http.StatusNotFound, CodeSubTaskNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := serve(h, tc.method, tc.path, tc.body)
+			if rec.Code != tc.status {
+				t.Fatalf("%s %s: %d, want %d: %s", tc.method, tc.path, rec.Code, tc.status, rec.Body)
+			}
+			code, msg := apiErrorOf(t, rec)
+			if code != tc.code || msg == "" {
+				t.Errorf("error code %q message %q, want code %q and a message", code, msg, tc.code)
+			}
+		})
+	}
+}
+
+// TestHTTPValidatorRunningButWithoutErrorStore checks that a validator
+// that keeps no validation errors (the test validator) is answered like a
+// missing one, not with a 500.
+func TestHTTPValidatorRunningButWithoutErrorStore(t *testing.T) {
+	e, h := startBoundServer(t)
+	if _, err := e.master.PutValidatorStage(e.ctx(), ha.Stage{Expect: stage.Running, Source: testSource, Task: "t1"}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 5*time.Second, "validator running", func() bool {
+		st := e.srv.SourceWorker().SubTask("t1")
+		return st != nil && st.Validator() != nil
+	})
+	rec := serve(h, http.MethodGet, "/api/v1/subtasks/t1", "")
+	var doc struct {
+		Validator struct{ Stage string } `json:"validator"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || doc.Validator.Stage != "Running" {
+		t.Errorf("subtask validator = %+v (%v), want Running\n%s", doc.Validator, err, rec.Body)
+	}
+	rec = serve(h, http.MethodGet, "/api/v1/subtasks/t1/validation/errors", "")
+	if code, _ := apiErrorOf(t, rec); rec.Code != http.StatusConflict || code != CodeValidatorNotFound {
+		t.Errorf("GET validation errors: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestHTTPStatusHasNoPasswords checks every status view (HTTP status,
+// subtask object, the status key in etcd) for the passwords of the source
+// and target configs.
+func TestHTTPStatusHasNoPasswords(t *testing.T) {
+	e, h := startBoundServer(t)
+	// A malformed sibling task makes the status carry an error entry too.
+	e.putRaw("/dm/task/config/"+testSource+"/t2", `{"name":"t2","target-database":{"password":"`+httpTargetPassword+`"`)
+	e.putRaw("/dm/stage/subtask/"+testSource+"/t2", `{"expect":"Running","source":"`+testSource+`","task":"t2"}`)
+	within(t, 5*time.Second, "t2 reported", func() bool {
+		for _, te := range e.srv.Status().Errors {
+			if te.Task == "t2" && te.Code == CodeMalformedValue {
+				return true
+			}
+		}
+		return false
+	})
+	views := map[string]string{
+		"GET /api/v1/status":      serve(h, http.MethodGet, "/api/v1/status", "").Body.String(),
+		"GET /api/v1/subtasks/t1": serve(h, http.MethodGet, "/api/v1/subtasks/t1", "").Body.String(),
+	}
+	within(t, 5*time.Second, "status key with t2's error published", func() bool {
+		st, _, err := e.master.GetStatuses(e.ctx())
+		if err != nil || !strings.Contains(string(st["w1"]), CodeMalformedValue) {
+			return false
+		}
+		views["P/status/w1"] = string(st["w1"])
+		return true
+	})
+	for view, body := range views {
+		if !strings.Contains(body, `"t1"`) {
+			t.Errorf("%s does not show t1: %s", view, body)
+		}
+		for _, pw := range []string{httpSourcePassword, httpTargetPassword} {
+			if strings.Contains(body, pw) {
+				t.Errorf("%s contains a password:\n%s", view, body)
+			}
+		}
+	}
+}
