@@ -71,6 +71,8 @@ test-unit:
 	if [ -z "$$pkgs" ]; then echo "test-unit: no packages"; exit 0; fi; \
 	echo "go test -race -count=1 -timeout $(UNIT_TIMEOUT) <packages outside tests/>"; \
 	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$pkgs
+	@echo "go test -count=1 -run Scale ./worker   (timing-bound scale tests, without the race detector)"
+	@$(GO) test -count=1 -run Scale ./worker
 
 ## test-integration: tests/... (real MariaDB instances and embedded etcd)
 test-integration:

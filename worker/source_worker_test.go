@@ -525,6 +525,9 @@ func TestSourceWorkerScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scale test")
 	}
+	if raceEnabled {
+		t.Skip("timing-bound: the race detector slows it several times; `make test-unit` runs it without -race")
+	}
 	e := startSW(t, 8)
 	const n = 1000
 	names := make([]string, n)
