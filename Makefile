@@ -13,7 +13,7 @@ FAILPOINT_CTL ?= $(GOBIN_DIR)/failpoint-ctl
 
 # Directories whose failpoints (failpoint.Inject markers) are rewritten into live code while the
 # failpoint tests run, e.g. `FAILPOINT_PKGS := ./unit/sync ./relay`. Empty: no failpoint tests yet.
-FAILPOINT_PKGS ?=
+FAILPOINT_PKGS ?= ./unit/sync
 # Test files that need live failpoints carry `//go:build failpoint`; the packages holding such
 # files are run once more, with -tags failpoint, while FAILPOINT_PKGS are enabled.
 FAILPOINT_TEST_PKGS = $(shell grep -rlE --include='*_test.go' '^//go:build .*\bfailpoint\b' . 2>/dev/null | xargs -r -n1 dirname | sort -u)
@@ -25,6 +25,13 @@ INTEGRATION_TIMEOUT ?= 15m
 UNIT_TIMEOUT ?= 10m
 
 .PHONY: build run test test-unit test-integration test-failpoint vet deps bench failpoint-enable failpoint-disable clean
+
+## demo: throwaway MariaDB source + target, a worker with embedded etcd, a source and an
+## incremental task created with dmctl, a workload, status, and a check that the target equals
+## the source; everything is stopped at the end (KEEP=1 leaves it running; DEMO_RELAY=true
+## replicates through the relay)
+demo: deps build
+	bash scripts/demo.sh
 
 ## build: every main package under cmd/ into bin/
 build:

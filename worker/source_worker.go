@@ -673,6 +673,9 @@ func (w *SourceWorker) reconcileRelay(ctx context.Context) error {
 		if err != nil {
 			return w.relayCreateFailed(err)
 		}
+		if fr, ok := nr.(*FileRelay); ok {
+			fr.AddPurgeBlocker(w.purgeBlocker)
+		}
 		w.mu.Lock()
 		w.relay = nr
 		w.mu.Unlock()
@@ -705,6 +708,39 @@ func (w *SourceWorker) reconcileRelay(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// purgeBlocker names the paused or new subtask that needs the oldest relay
+// location: its unit's checkpoint, or its config's start location when it
+// has none. Running subtasks register their own relay readers.
+func (w *SourceWorker) purgeBlocker() (string, binlog.Location, bool) {
+	w.mu.Lock()
+	tasks := make([]*SubTask, 0, len(w.subTasks))
+	for _, ts := range w.subTasks {
+		tasks = append(tasks, ts.st)
+	}
+	w.mu.Unlock()
+	var (
+		name  string
+		first binlog.Location
+	)
+	for _, st := range tasks {
+		if s := st.Stage(); s != stage.Paused && s != stage.New {
+			continue
+		}
+		loc, ok := binlog.Location{}, false
+		if h, isHolder := st.Unit().(unit.CheckpointHolder); isHolder {
+			loc, ok = h.CheckpointLocation()
+		}
+		if !ok {
+			m := st.Config().Meta
+			loc, ok = binlog.Location{Name: m.BinlogName, Pos: m.BinlogPos, GTID: m.BinlogGTID}, m.BinlogName != ""
+		}
+		if ok && (name == "" || loc.Compare(first) < 0) {
+			name, first = "subtask "+st.Name(), loc
+		}
+	}
+	return name, first, name != ""
 }
 
 func (w *SourceWorker) relayCreateFailed(err error) error {

@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"go.uber.org/zap"
+
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/unit"
+	syncer "github.com/dmworker/dm-worker/unit/sync"
 )
 
 // FactoryBuilder builds the unit factory of one bound source. relay returns
@@ -12,10 +15,14 @@ import (
 type FactoryBuilder func(src *config.SourceConfig, relay func() binlog.StreamOpener) unit.Factory
 
 // NewUnitFactory is the factory builder of the real data-plane units of
-// this build. Task modes whose units are not in it are rejected with a
-// clear error when a task is reconciled.
-func NewUnitFactory() FactoryBuilder {
-	return func(*config.SourceConfig, func() binlog.StreamOpener) unit.Factory {
-		return unit.NewRegistry(map[unit.Type]unit.Constructor{}, nil)
+// this build: the sync unit (task-mode incremental). Task modes whose units
+// are not in it are rejected with a clear error when a task is reconciled.
+func NewUnitFactory(syncMetrics *syncer.Metrics) FactoryBuilder {
+	return func(src *config.SourceConfig, relay func() binlog.StreamOpener) unit.Factory {
+		return unit.NewRegistry(map[unit.Type]unit.Constructor{
+			unit.TypeSync: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
+				return syncer.New(cfg, src, relay, syncMetrics, logger)
+			},
+		}, nil)
 	}
 }

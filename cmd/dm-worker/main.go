@@ -24,6 +24,8 @@ import (
 	"github.com/dmworker/dm-worker/pkg/etcdutil"
 	dmlog "github.com/dmworker/dm-worker/pkg/log"
 	"github.com/dmworker/dm-worker/pkg/version"
+	"github.com/dmworker/dm-worker/relay"
+	syncer "github.com/dmworker/dm-worker/unit/sync"
 	"github.com/dmworker/dm-worker/worker"
 )
 
@@ -102,11 +104,20 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	if err := metrics.Register(reg); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
+	syncMetrics := syncer.NewMetrics()
+	if err := syncMetrics.Register(reg); err != nil {
+		return fmt.Errorf("register sync metrics: %w", err)
+	}
+	relayMetrics := relay.NewMetrics()
+	if err := relayMetrics.Register(reg); err != nil {
+		return fmt.Errorf("register relay metrics: %w", err)
+	}
 
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		NewFactory:   worker.NewUnitFactory(),
+		NewFactory:   worker.NewUnitFactory(syncMetrics),
+		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: relayMetrics}),
 		Metrics:      metrics, Logger: logger,
 	})
 

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // workerStatus is the part of a worker's status document (DESIGN.md §6,
@@ -111,6 +114,10 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 			sts.Expect = string(item.Stage.Expect)
 		}
 		sts.Worker = statusWorker(c.boundWorkers(s), s, statuses)
+		if live, err := liveStatus(ctx, c.infos[sts.Worker].Addr); err == nil {
+			statuses[sts.Worker] = live
+			delete(bad, sts.Worker)
+		}
 		if err := bad[sts.Worker]; err != nil {
 			entry, merr := json.Marshal(statusError{Task: task, Code: statusUnreadable,
 				Message: fmt.Sprintf("status of worker %s is not valid JSON: %v", sts.Worker, err)})
@@ -127,6 +134,35 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 		doc.Sources = append(doc.Sources, sts)
 	}
 	return e.emit(doc, func(out io.Writer) error { return printTaskStatus(out, &doc) })
+}
+
+// liveStatus asks a worker for its status over HTTP (GET /api/v1/status),
+// which is fresher than the copy it publishes in etcd every few seconds.
+// Any failure (no address, worker down) returns an error and the caller
+// keeps the etcd copy.
+func liveStatus(ctx context.Context, addr string) (*workerStatus, error) {
+	if addr == "" {
+		return nil, errors.New("worker has no status address")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %s", resp.Status)
+	}
+	var ws workerStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&ws); err != nil {
+		return nil, err
+	}
+	return &ws, nil
 }
 
 // statusWorker picks the worker whose status describes source: the bound

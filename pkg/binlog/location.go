@@ -91,7 +91,9 @@ func splitFileName(name string) (base string, seq uint64) {
 
 // Streamer yields binlog events in order. GetEvent blocks until an event is
 // available or ctx is done. Rotate and format-description events are
-// passed through, so consumers can track the file name.
+// passed through, so consumers can track the file name. Row values are
+// decoded with go-mysql's UseDecimal on, ParseTime off and timestamps as
+// UTC strings, whichever path (source or relay) the events come from.
 type Streamer interface {
 	GetEvent(ctx context.Context) (*replication.BinlogEvent, error)
 }

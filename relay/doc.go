@@ -1,0 +1,30 @@
+// Package relay owns the local binlog relay of one source: the writer that
+// pulls the source's binlog over the replication protocol and stores it as
+// standard binlog files (readable by mariadb-binlog), the relay meta, crash
+// recovery of the last file, the Reader through which sync units and stream
+// tasks read the relay as a binlog.StreamOpener, and the purger.
+//
+// Layout under the relay directory:
+//
+//	server-uuid.index              one subdirectory name per line, oldest first
+//	<upstream-id>.000001/          one subdirectory per upstream server, in order
+//	    mariadb-bin.000001 ...     the source's binlog files, same names, events byte-for-byte
+//	    relay.meta                 JSON: binlog-name, binlog-pos, binlog-gtid of the last
+//	                               transaction boundary written (atomic temp+fsync+rename)
+//
+// The upstream id of a MySQL source is its @@server_uuid. MariaDB has no
+// server_uuid; its id is "mariadb-<@@server_id>-<@@gtid_domain_id>". Server
+// ids are unique within a replication topology and survive restarts and
+// address changes (a VIP moving, a port change), while a failover to another
+// server always changes the id; hostname+port would do neither reliably.
+//
+// Positions inside relay files are the source's positions: a file started at
+// the beginning of a source binlog has identical offsets; a file started from a
+// GTID set in the middle of a source binlog (first start from
+// relay-binlog-gtid, or after a switch of upstream) keeps a constant offset
+// delta that the reader derives from the first event's header.
+//
+// The package must not touch the worker's etcd state, subtasks or the target
+// database: it reads the source over the replication protocol and plain SQL,
+// and writes only inside its relay directory.
+package relay

@@ -1,0 +1,233 @@
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+)
+
+// fileScan is what a sequential parse of one relay file found.
+type fileScan struct {
+	fdeRaw     []byte
+	fdeEnd     int64 // offset after the format description event; 0 when the file has none
+	checksum   bool
+	mariadb    bool
+	end        int64 // offset after the last complete event group
+	delta      int64 // source position = offset + delta, once deltaKnown
+	deltaKnown bool
+	startSet   *gtidSet // Gtid_list / Previous_gtids at the start of the file
+	groups     []scannedGroup
+}
+
+// scannedGroup is a complete event group with an id.
+type scannedGroup struct {
+	id     gtid
+	srcEnd uint32 // source position after the group
+}
+
+// scanFile parses path from the start and finds the end of its last
+// complete event group. A damaged or partial tail is reported through end,
+// not as an error.
+func scanFile(path string) (fileScan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fileScan{}, fmt.Errorf("relay: open %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	br := bufio.NewReaderSize(f, 1<<20)
+	var s fileScan
+	head := make([]byte, magicSize)
+	if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, magic) {
+		return s, nil
+	}
+	var buf bytes.Buffer
+	h, raw, err := readEvent(br, &buf)
+	if err != nil || h.Type != replication.FORMAT_DESCRIPTION_EVENT {
+		return s, nil
+	}
+	if s.checksum, err = fdeChecksum(raw); err != nil {
+		return s, nil
+	}
+	s.fdeRaw = bytes.Clone(raw)
+	s.mariadb = strings.Contains(serverVersion(raw), "MariaDB")
+	s.fdeEnd = magicSize + int64(h.Size)
+	s.end = s.fdeEnd
+	off := s.fdeEnd
+	tr := txnTracker{checksum: s.checksum}
+	for {
+		h, raw, err := readEvent(br, &buf)
+		if err != nil {
+			// io.EOF, a partial event or a read error: the file is good up to s.end.
+			if errors.Is(err, io.EOF) || errors.Is(err, errPartial) {
+				return s, nil
+			}
+			return s, fmt.Errorf("relay: read %s at %d: %w", path, off, err)
+		}
+		if s.checksum && !validCRC(raw) {
+			return s, nil // a torn write: stop at the last good group
+		}
+		if start := int64(h.LogPos) - int64(h.Size); !s.deltaKnown {
+			s.delta, s.deltaKnown = start-off, true
+		} else if start != off+s.delta {
+			return s, nil // not the event that belongs here: a torn or stray tail
+		}
+		if s.startSet == nil && !tr.inGroup {
+			set, ok, err := gtidListOf(h, raw, s.checksum)
+			if err != nil {
+				return s, nil
+			}
+			if ok {
+				s.startSet = set
+			}
+		}
+		off += int64(h.Size)
+		boundary, done := tr.step(h, raw)
+		if boundary {
+			s.end = off
+			if done != nil {
+				s.groups = append(s.groups, scannedGroup{id: *done, srcEnd: uint32(off + s.delta)})
+			}
+		}
+	}
+}
+
+// serverVersion returns the server version string of a format description
+// event.
+func serverVersion(fde []byte) string {
+	b := fde[headerSize:]
+	if len(b) < 2+50 {
+		return ""
+	}
+	v := b[2 : 2+50]
+	if i := bytes.IndexByte(v, 0); i >= 0 {
+		v = v[:i]
+	}
+	return string(v)
+}
+
+// recovered is the relay's on-disk state after recovery.
+type recovered struct {
+	subs   []subdir
+	sub    subdir // zero when the relay is empty
+	file   string // last file of sub; "" when sub has none
+	scan   fileScan
+	resume binlog.Location // where pulling resumes; zero when sub has no file
+	gtid   *gtidSet        // executed set at resume (or the meta's when no file)
+}
+
+// recoverDir checks the last file of the last subdirectory, truncates it to
+// the end of its last complete event group (removing files that hold no
+// event after their header), reconciles relay.meta with it and returns where
+// pulling resumes. mariadb selects the GTID flavor when no file tells it.
+func recoverDir(root string, mariadb bool) (recovered, error) {
+	var rec recovered
+	subs, err := readIndex(root)
+	if err != nil {
+		return rec, err
+	}
+	rec.subs = subs
+	if len(subs) == 0 {
+		return rec, nil
+	}
+	rec.sub = subs[len(subs)-1]
+	dir := filepath.Join(root, rec.sub.Name)
+	meta, hasMeta, err := readMeta(dir)
+	if err != nil {
+		return rec, err
+	}
+	files, err := listFiles(dir)
+	if err != nil {
+		return rec, err
+	}
+	for len(files) > 0 {
+		name := files[len(files)-1]
+		path := filepath.Join(dir, name)
+		s, err := scanFile(path)
+		if err != nil {
+			return rec, err
+		}
+		if s.fdeEnd == 0 || !s.deltaKnown {
+			// Nothing but (part of) a header: pull the file again from its start.
+			if err := os.Remove(path); err != nil {
+				return rec, fmt.Errorf("relay: remove incomplete file %s: %w", path, err)
+			}
+			if err := syncDir(dir); err != nil {
+				return rec, err
+			}
+			files = files[:len(files)-1]
+			continue
+		}
+		if err := truncateTo(path, s.end); err != nil {
+			return rec, err
+		}
+		mariadb = s.mariadb
+		rec.file, rec.scan = name, s
+		rec.resume = binlog.Location{Name: name, Pos: uint32(s.end + s.delta)}
+		break
+	}
+	set, err := parseGTIDSet(mariadb, meta.BinlogGTID)
+	if err != nil {
+		return rec, fmt.Errorf("relay: meta of %s: %w", rec.sub.Name, err)
+	}
+	if rec.file == "" {
+		rec.gtid = set
+		return rec, nil
+	}
+	s := rec.scan
+	switch {
+	case s.startSet != nil:
+		set = s.startSet.clone()
+		for _, g := range s.groups {
+			set.add(g.id)
+		}
+	default:
+		for _, g := range s.groups {
+			if !hasMeta || meta.BinlogName != rec.file || g.srcEnd > meta.BinlogPos {
+				set.add(g.id)
+			}
+		}
+	}
+	rec.gtid = set
+	m := Meta{BinlogName: rec.resume.Name, BinlogPos: rec.resume.Pos, BinlogGTID: set.String()}
+	if !hasMeta || m != meta {
+		if err := writeMeta(dir, m); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+// truncateTo cuts path to size bytes when it is longer, with fsync.
+func truncateTo(path string, size int64) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("relay: stat %s: %w", path, err)
+	}
+	if st.Size() <= size {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("relay: open %s: %w", path, err)
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("relay: truncate %s to %d bytes: %w", path, size, err)
+	}
+	return nil
+}

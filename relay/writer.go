@@ -1,0 +1,469 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/errs"
+)
+
+// Run pulls the source's binlog into the relay until ctx is done (then it
+// returns nil after flushing) or a failure that retrying cannot fix.
+//
+// Every (re)start first recovers the relay directory: the last file is
+// parsed and truncated to the end of its last complete transaction and the
+// meta is reconciled with it, so pulling resumes right after the last
+// complete transaction, with no gap and no duplicate. Pulling starts, in
+// order of preference, from there; from the meta's GTID set when the
+// subdirectory has no file yet or the upstream server changed (a new
+// subdirectory); from relay-binlog-gtid or relay-binlog-name; from the
+// oldest binlog of the source.
+//
+// A resumable failure (lost connection, source restarting) is retried with
+// backoff while Err reports it; after MaxRetries failures in a row Run
+// returns the last one. Only one Run may be active at a time.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.TryLock() {
+		return errors.New("relay: Run is already active for this relay")
+	}
+	defer r.running.Unlock()
+	backoff := r.cfg.BackoffMin
+	failures := 0
+	for {
+		progressed, err := r.runOnce(ctx)
+		if ctx.Err() != nil {
+			r.setErr(nil)
+			return nil
+		}
+		if progressed {
+			failures, backoff = 0, r.cfg.BackoffMin
+		}
+		if !errs.IsResumable(err) {
+			r.setErr(err)
+			return err
+		}
+		failures++
+		r.setErr(err)
+		if m := r.cfg.Metrics; m != nil {
+			m.Reconnects.WithLabelValues(r.source).Inc()
+		}
+		if r.cfg.MaxRetries > 0 && failures >= r.cfg.MaxRetries {
+			return fmt.Errorf("relay: giving up after %d failures in a row: %w", failures, err)
+		}
+		r.log.Warn("relay interrupted; reconnecting", zap.Duration("backoff", backoff), zap.Error(err))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			r.setErr(nil)
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, r.cfg.BackoffMax)
+	}
+}
+
+// writer is the state of one connection's pulling; owned by Run.
+type writer struct {
+	r       *Relay
+	root    string
+	subs    []subdir
+	sub     subdir
+	mariadb bool
+
+	file       *os.File
+	fileName   string
+	offset     int64 // bytes in file
+	delta      int64 // source position = offset + delta
+	deltaKnown bool
+	checksum   bool
+	nextName   string // file announced by a rotate event, created at its format description event
+
+	tracker    txnTracker
+	pending    bytes.Buffer // events of the open transaction
+	gtid       *gtidSet
+	dirty      bool // appended since the last fsync and meta write
+	lastSync   time.Time
+	events     int // events written by this connection
+	unreported int // events not yet counted in metrics
+}
+
+// runOnce recovers, connects and pulls until an error. progressed reports
+// whether any event was written.
+func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
+	src := r.cfg.Source
+	up, err := detectUpstream(ctx, r.db, src.Flavor)
+	if err != nil {
+		return false, errs.Wrap(err, CodeRelayPull, "relay of source %q: connect to %s:%d", r.source, src.From.Host, src.From.Port)
+	}
+	rec, err := recoverDir(r.cfg.Dir, up.mariadb)
+	if err != nil {
+		return false, errs.New(CodeRelayWrite, false, "relay of source %q: recover %s: %w", r.source, r.cfg.Dir, err)
+	}
+	r.publishRecovered(rec)
+	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: up.mariadb, gtid: rec.gtid, lastSync: r.cfg.Now()}
+	defer w.closeFile()
+	if w.gtid == nil {
+		w.gtid = newGTIDSet(up.mariadb)
+	}
+
+	flavor := "mysql"
+	if up.mariadb {
+		flavor = "mariadb"
+	}
+	scfg := replication.BinlogSyncerConfig{
+		ServerID:         ServerID(src.ServerID, r.cfg.Worker, src.SourceID),
+		Flavor:           flavor,
+		Host:             src.From.Host,
+		Port:             uint16(src.From.Port),
+		User:             src.From.User,
+		Password:         src.From.Password,
+		RawModeEnabled:   true,
+		DisableRetrySync: true,
+		HeartbeatPeriod:  10 * time.Second,
+		ReadTimeout:      30 * time.Second,
+		EventCacheCount:  1024,
+		Logger:           slog.New(zapHandler{log: r.log.Named("go-mysql")}),
+	}
+	if up.mariadb {
+		scfg.DumpCommandFlag = replication.BINLOG_SEND_ANNOTATE_ROWS_EVENT
+	}
+	syncer := replication.NewBinlogSyncer(scfg)
+	defer syncer.Close()
+
+	var streamer *replication.BinlogStreamer
+	switch {
+	case rec.sub.Name != "" && rec.sub.UUID != up.uuid:
+		// A different upstream server: positions mean nothing there.
+		if w.gtid.empty() {
+			return false, errs.New(CodeRelayUpstream, false,
+				"relay of source %q: the upstream server changed from %s to %s and the relay has no GTID set to continue from; "+
+					"set relay-binlog-gtid or relay-binlog-name and move the relay directory %s away", r.source, rec.sub.UUID, up.uuid, r.cfg.Dir)
+		}
+		r.log.Info("upstream server changed; starting a new relay subdirectory",
+			zap.String("from", rec.sub.UUID), zap.String("to", up.uuid), zap.String("gtid", w.gtid.String()))
+		if err := w.newSubdir(up.uuid); err != nil {
+			return false, err
+		}
+		streamer, err = w.startGTID(syncer, w.gtid)
+	case rec.file != "":
+		w.fileName = rec.file
+		if err := w.openAppend(rec); err != nil {
+			return false, err
+		}
+		r.log.Info("relay resuming", zap.Stringer("from", rec.resume), zap.String("gtid", w.gtid.String()))
+		streamer, err = syncer.StartSync(toPosition(rec.resume))
+	case rec.sub.Name != "" && !w.gtid.empty():
+		streamer, err = w.startGTID(syncer, w.gtid)
+	default:
+		if rec.sub.Name == "" {
+			if err := w.newSubdir(up.uuid); err != nil {
+				return false, err
+			}
+		}
+		streamer, err = w.startFromConfig(ctx, syncer)
+	}
+	if err != nil {
+		return false, pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
+	}
+	r.setErr(nil)
+	for {
+		ev, err := w.next(ctx, streamer)
+		if err != nil {
+			if ctx.Err() != nil {
+				return w.events > 0, w.sync()
+			}
+			if serr := w.sync(); serr != nil {
+				return w.events > 0, serr
+			}
+			return w.events > 0, pullError(err, "relay of source %q: read binlog from %s:%d", r.source, src.From.Host, src.From.Port)
+		}
+		if ev == nil {
+			continue
+		}
+		if err := w.handle(ev); err != nil {
+			return w.events > 0, err
+		}
+	}
+}
+
+// next returns the next event; with unsynced writes it waits at most
+// SyncInterval and then syncs (returning nil, nil).
+func (w *writer) next(ctx context.Context, s *replication.BinlogStreamer) (*replication.BinlogEvent, error) {
+	if !w.dirty {
+		return s.GetEvent(ctx)
+	}
+	tctx, cancel := context.WithTimeout(ctx, w.r.cfg.SyncInterval)
+	defer cancel()
+	ev, err := s.GetEvent(tctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, w.sync()
+	}
+	return ev, err
+}
+
+func toPosition(l binlog.Location) mysql.Position {
+	return mysql.Position{Name: l.Name, Pos: l.Pos}
+}
+
+func (w *writer) startGTID(syncer *replication.BinlogSyncer, set *gtidSet) (*replication.BinlogStreamer, error) {
+	gs, err := set.goMySQL()
+	if err != nil {
+		return nil, err
+	}
+	w.r.log.Info("relay starting from GTID set", zap.String("gtid", set.String()), zap.String("subdir", w.sub.Name))
+	return syncer.StartSyncGTID(gs)
+}
+
+func (w *writer) startFromConfig(ctx context.Context, syncer *replication.BinlogSyncer) (*replication.BinlogStreamer, error) {
+	src := w.r.cfg.Source
+	if src.RelayBinlogGTID != "" {
+		set, err := parseGTIDSet(w.mariadb, src.RelayBinlogGTID)
+		if err != nil {
+			return nil, errs.New(CodeRelayPull, false, "relay of source %q: relay-binlog-gtid: %w", w.r.source, err)
+		}
+		w.gtid = set
+		return w.startGTID(syncer, set)
+	}
+	name := src.RelayBinlogName
+	if name == "" {
+		var err error
+		if name, err = oldestBinlog(ctx, w.r.db); err != nil {
+			return nil, err
+		}
+	}
+	w.r.log.Info("relay starting from binlog file", zap.String("file", name), zap.String("subdir", w.sub.Name))
+	return syncer.StartSync(toPosition(binlog.Location{Name: name, Pos: magicSize}))
+}
+
+func (w *writer) newSubdir(uuid string) error {
+	sd, err := addSubdir(w.root, w.subs, uuid)
+	if err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
+	}
+	w.subs = append(w.subs, sd)
+	w.sub = sd
+	w.closeFile()
+	w.fileName = ""
+	return nil
+}
+
+func (w *writer) dir() string { return filepath.Join(w.root, w.sub.Name) }
+
+func (w *writer) openAppend(rec recovered) error {
+	f, err := os.OpenFile(filepath.Join(w.dir(), rec.file), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: open %s: %w", w.r.source, rec.file, err)
+	}
+	w.file = f
+	w.offset = rec.scan.end
+	w.delta, w.deltaKnown = rec.scan.delta, true
+	w.checksum = rec.scan.checksum
+	w.tracker = txnTracker{checksum: w.checksum}
+	return nil
+}
+
+func (w *writer) closeFile() {
+	if w.file != nil {
+		_ = w.file.Close()
+		w.file = nil
+	}
+}
+
+// handle writes one event from the source.
+func (w *writer) handle(ev *replication.BinlogEvent) error {
+	raw := ev.RawData
+	if len(raw) < headerSize {
+		return errs.New(CodeRelayPosition, true, "relay of source %q: event of %d bytes", w.r.source, len(raw))
+	}
+	h := parseHeader(raw)
+	switch h.Type {
+	case replication.ROTATE_EVENT:
+		name, _, err := parseRotate(raw)
+		if err != nil {
+			return errs.New(CodeRelayPosition, false, "relay of source %q: %w", w.r.source, err)
+		}
+		if !h.artificial() {
+			if err := w.appendEvent(h, raw); err != nil {
+				return err
+			}
+			if err := w.sync(); err != nil {
+				return err
+			}
+			w.closeFile()
+			w.nextName = name
+			return nil
+		}
+		if name != w.fileName || w.file == nil {
+			if err := w.sync(); err != nil {
+				return err
+			}
+			w.closeFile()
+			w.nextName = name
+		}
+		return nil
+	case replication.FORMAT_DESCRIPTION_EVENT:
+		checksum, err := fdeChecksum(raw)
+		if err != nil {
+			return errs.New(CodeRelayPosition, false, "relay of source %q: %w", w.r.source, err)
+		}
+		w.checksum = checksum
+		w.tracker = txnTracker{checksum: checksum}
+		if w.file != nil {
+			return nil // resuming inside a file: its header is already there
+		}
+		if w.nextName == "" {
+			return errs.New(CodeRelayPosition, true, "relay of source %q: format description event without a preceding rotate event", w.r.source)
+		}
+		return w.createFile(w.nextName, raw)
+	}
+	if h.artificial() {
+		return nil
+	}
+	if w.file == nil {
+		return errs.New(CodeRelayPosition, true, "relay of source %q: %s event at %d before any file was started", w.r.source, h.Type, h.LogPos)
+	}
+	return w.appendEvent(h, raw)
+}
+
+// createFile starts a relay file with the magic and the source's format
+// description event.
+func (w *writer) createFile(name string, fde []byte) error {
+	path := filepath.Join(w.dir(), name)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: create %s: %w", w.r.source, path, err)
+	}
+	w.file, w.fileName, w.nextName = f, name, ""
+	w.offset, w.delta, w.deltaKnown = 0, 0, false
+	w.pending.Reset()
+	w.pending.Write(magic)
+	w.pending.Write(fde)
+	if err := w.flushPending(); err != nil {
+		return err
+	}
+	if err := syncDir(w.dir()); err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
+	}
+	w.r.log.Info("relay file started", zap.String("file", name), zap.String("subdir", w.sub.Name))
+	return w.sync()
+}
+
+// appendEvent adds a non-artificial event; complete transactions go to the
+// file at once.
+func (w *writer) appendEvent(h eventHeader, raw []byte) error {
+	start := int64(h.LogPos) - int64(h.Size)
+	at := w.offset + int64(w.pending.Len())
+	if !w.deltaKnown {
+		w.delta, w.deltaKnown = start-at, true
+	} else if start != at+w.delta {
+		return errs.New(CodeRelayPosition, true,
+			"relay of source %q: %s event at %s:%d does not follow the relay's position %d; the relay will reconnect from its last complete transaction",
+			w.r.source, h.Type, w.fileName, start, at+w.delta)
+	}
+	if w.gtid.empty() && !w.tracker.inGroup {
+		if set, ok, err := gtidListOf(h, raw, w.checksum); err == nil && ok {
+			w.gtid = set
+		}
+	}
+	w.pending.Write(raw)
+	w.events++
+	w.unreported++
+	boundary, done := w.tracker.step(h, raw)
+	if done != nil {
+		w.gtid.add(*done)
+	}
+	if !boundary {
+		return nil
+	}
+	w.r.mu.Lock()
+	w.r.lastTS = h.Timestamp
+	w.r.mu.Unlock()
+	if err := w.flushPending(); err != nil {
+		return err
+	}
+	if h.Type == replication.STOP_EVENT || time.Since(w.lastSync) >= w.r.cfg.SyncInterval {
+		return w.sync()
+	}
+	return nil
+}
+
+// flushPending appends the buffered events to the file and publishes the
+// new end to readers.
+func (w *writer) flushPending() error {
+	n := w.pending.Len()
+	if n == 0 {
+		return nil
+	}
+	if _, err := w.file.Write(w.pending.Bytes()); err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: write %s: %w", w.r.source, w.fileName, err)
+	}
+	w.pending.Reset()
+	w.offset += int64(n)
+	w.dirty = true
+	if m := w.r.cfg.Metrics; m != nil {
+		m.BytesWritten.WithLabelValues(w.r.source).Add(float64(n))
+		m.EventsWritten.WithLabelValues(w.r.source).Add(float64(w.unreported))
+		w.unreported = 0
+	}
+	r := w.r
+	r.mu.Lock()
+	r.active = activeFile{sub: w.sub.Name, name: w.fileName, size: w.offset}
+	if w.deltaKnown {
+		r.written = binlog.Location{Name: w.fileName, Pos: uint32(w.offset + w.delta), GTID: w.gtid.String()}
+	} else if r.written.Name == "" {
+		r.written = binlog.Location{Name: w.fileName, Pos: magicSize, GTID: w.gtid.String()}
+	}
+	r.broadcast()
+	r.mu.Unlock()
+	return nil
+}
+
+// sync makes the file durable and records the meta. The pending open
+// transaction, if any, is not part of it.
+func (w *writer) sync() error {
+	if w.file == nil || !w.dirty {
+		return nil
+	}
+	if err := w.file.Sync(); err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: fsync %s: %w", w.r.source, w.fileName, err)
+	}
+	m := Meta{BinlogName: w.fileName, BinlogPos: magicSize, BinlogGTID: w.gtid.String()}
+	if w.deltaKnown {
+		m.BinlogPos = uint32(w.offset + w.delta)
+	}
+	if err := writeMeta(w.dir(), m); err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
+	}
+	w.dirty = false
+	w.lastSync = time.Now()
+	return nil
+}
+
+// pullError classifies a failure of the binlog dump. An error the server
+// answered with is resumable when errs says so (1236, a position the
+// source does not have, is not); anything else - a lost, reset or bad
+// connection, a read timeout - is resumable.
+func pullError(err error, format string, args ...any) error {
+	var coded *errs.Coded
+	if errors.As(err, &coded) {
+		return err
+	}
+	var myErr *mysql.MyError
+	resumable := !errors.As(err, &myErr) || errs.IsResumable(err)
+	if errors.Is(err, context.Canceled) {
+		resumable = false
+	}
+	return errs.New(CodeRelayPull, resumable, format+": %w", append(args, err)...)
+}

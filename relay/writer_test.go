@@ -1,0 +1,140 @@
+package relay
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+)
+
+// The relay's files are the source's binlog, event for event, and parse
+// with mariadb-binlog.
+func TestRelayMatchesSource(t *testing.T) {
+	src := startSource(t, mariadbtest.Options{FastCommit: true})
+	dir := t.TempDir()
+	r := newRelay(t, dir, sourceConfig(src))
+	rn := startRun(t, r)
+	workload(t, src, rowsTotal, 1)
+	waitCaughtUp(t, r, src)
+	rn.stop(t)
+
+	subs, err := readIndex(dir)
+	if err != nil || len(subs) != 1 || !strings.HasPrefix(subs[0].Name, "mariadb-") || !strings.HasSuffix(subs[0].Name, ".000001") {
+		t.Fatalf("index = %v, %v; want one mariadb-<server-id>-<domain>.000001 subdirectory", subs, err)
+	}
+	got, want := relayBinlogs(t, dir), sourceBinlogs(t, src)
+	if len(want) < 1000 {
+		t.Fatalf("only %d source events; the workload is too small to test anything", len(want))
+	}
+	sameEvents(t, got, want)
+	checkMariadbBinlog(t, dir)
+
+	m, ok, err := readMeta(filepath.Join(dir, subs[0].Name))
+	if err != nil || !ok {
+		t.Fatalf("meta: %v %v", ok, err)
+	}
+	// The source may still add a Binlog_checkpoint event after the relay
+	// stopped (MariaDB writes it in the background), so the meta is checked
+	// against what the relay wrote, and its GTID against the source's.
+	w := r.Written()
+	_, _, gtid := src.MasterStatus(t)
+	if m.BinlogName != w.Name || m.BinlogPos != w.Pos || m.BinlogGTID != gtid || w.GTID != gtid {
+		t.Fatalf("meta = %+v, want %s %s", m, w, gtid)
+	}
+	if last := got[len(got)-1]; last.file != m.BinlogName || last.pos != m.BinlogPos {
+		t.Fatalf("meta = %+v, but the relay ends at %s:%d", m, last.file, last.pos)
+	}
+}
+
+// Killing the writer at random moments during heavy writes, and tearing
+// the last file as a crash would, loses and duplicates nothing.
+func TestRelayCrashRecovery(t *testing.T) {
+	src := startSource(t, mariadbtest.Options{FastCommit: true})
+	dir := t.TempDir()
+	cfg := sourceConfig(src)
+	writes := make(chan struct{})
+	go func() {
+		defer close(writes)
+		workload(t, src, rowsTotal, 2)
+	}()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 10 {
+		r := newRelay(t, dir, cfg)
+		rn := startRun(t, r)
+		select {
+		case <-time.After(time.Duration(50+rng.IntN(400)) * time.Millisecond):
+		case <-writes:
+		}
+		rn.stop(t)
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tearLastFile(t, dir, rng, i)
+	}
+	<-writes
+	r := newRelay(t, dir, cfg)
+	rn := startRun(t, r)
+	waitCaughtUp(t, r, src)
+	rn.stop(t)
+	sameEvents(t, relayBinlogs(t, dir), sourceBinlogs(t, src))
+	checkMariadbBinlog(t, dir)
+}
+
+// tearLastFile simulates a crash: half of a transaction at the end of the
+// last file (every other time) and a meta that lags behind the file.
+func tearLastFile(t *testing.T, dir string, rng *rand.Rand, i int) {
+	t.Helper()
+	files, err := allFiles(dir)
+	if err != nil || len(files) == 0 {
+		return
+	}
+	last := files[len(files)-1]
+	evs := fileEvents(t, last.Path)
+	if i%2 == 0 && len(evs) > 4 {
+		// Append the first events of a transaction plus a torn event.
+		var tail []byte
+		for _, e := range evs[len(evs)-4 : len(evs)-1] {
+			tail = append(tail, e.raw...)
+		}
+		tail = append(tail, evs[len(evs)-1].raw[:len(evs[len(evs)-1].raw)/2]...)
+		f, err := os.OpenFile(last.Path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(tail); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rng.IntN(2) == 0 {
+		// A meta from an older state.
+		if err := writeMeta(filepath.Join(dir, last.Sub), Meta{BinlogName: last.Name, BinlogPos: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// When the source restarts, the relay reports the error and reconnects by
+// itself.
+func TestRelayReconnectsAfterSourceRestart(t *testing.T) {
+	src := startSource(t, mariadbtest.Options{FastCommit: true})
+	dir := t.TempDir()
+	r := newRelay(t, dir, sourceConfig(src))
+	rn := startRun(t, r)
+	workload(t, src, 2000, 5)
+	waitCaughtUp(t, r, src)
+	src.Kill(t)
+	within(t, 30*time.Second, "the relay to report the lost source", func() bool { return r.Err() != nil })
+	src.Restart(t)
+	workload(t, src, 2000, 6)
+	waitCaughtUp(t, r, src)
+	within(t, 10*time.Second, "the error to clear", func() bool { return r.Err() == nil })
+	rn.stop(t)
+	sameEvents(t, relayBinlogs(t, dir), sourceBinlogs(t, src))
+}

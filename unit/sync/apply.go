@@ -1,0 +1,279 @@
+package syncer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/pingcap/failpoint"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/errs"
+)
+
+// Retries of a batch the target aborted because of a deadlock or lock
+// wait timeout between apply workers.
+const (
+	batchRetries    = 3
+	batchRetryPause = 100 * time.Millisecond
+)
+
+// job is what the read loop hands a worker: a change, or a mark (seq > 0)
+// that makes the worker commit what it holds and report the mark applied.
+type job struct {
+	change *change
+	mark   uint64
+}
+
+// applyWorker applies the changes given to it, in order, in batches of up
+// to batch changes per target transaction. It owns nothing but its input
+// channel's consumption; the read loop owns the channel.
+type applyWorker struct {
+	id       int
+	in       chan job
+	db       *sql.DB
+	store    *checkpointStore
+	batch    int
+	stats    *counters
+	metrics  *unitMetrics
+	logger   *zap.Logger
+	progress chan<- struct{} // poked (without blocking) after each mark
+	// floor is the highest location applied before this run (the safe
+	// point it started with): a worker's safe point never goes below it,
+	// so a later restart cannot leave safe mode too early.
+	floor binlog.Location
+
+	marked atomic.Uint64 // highest mark applied
+}
+
+// run applies jobs until ctx is done or applying fails.
+func (w *applyWorker) run(ctx context.Context) error {
+	pending := make([]*change, 0, w.batch)
+	for {
+		var j job
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case j = <-w.in:
+		}
+		var mark uint64
+	collect:
+		for {
+			if j.mark != 0 {
+				mark = j.mark
+				break
+			}
+			pending = append(pending, j.change)
+			if len(pending) >= w.batch {
+				break
+			}
+			select {
+			case j = <-w.in:
+			default:
+				break collect
+			}
+		}
+		if len(pending) > 0 {
+			if err := w.apply(ctx, pending); err != nil {
+				return err
+			}
+			clear(pending)
+			pending = pending[:0]
+		}
+		if mark != 0 {
+			w.marked.Store(mark)
+			select {
+			case w.progress <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// apply commits one batch, with the worker's safe point, in one target
+// transaction; deadlocks and lock wait timeouts are retried.
+func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
+	stmts := statements(batch)
+	highest := w.floor
+	for _, c := range batch {
+		if highest.IsZero() || c.loc.Compare(highest) > 0 {
+			highest = c.loc
+		}
+	}
+	stmts = append(stmts, w.store.safePointStmt(w.id, highest))
+	began := time.Now()
+	var err error
+	for attempt := 0; attempt <= batchRetries; attempt++ {
+		if err = execTx(ctx, w.db, stmts); err == nil {
+			break
+		}
+		if code := mysqlErrorCode(err); code != 1213 && code != 1205 {
+			break
+		}
+		w.logger.Warn("batch aborted by the target; retrying", zap.Int("worker", w.id), zap.Int("attempt", attempt+1), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(batchRetryPause):
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return errs.Wrap(err, CodeExec, "sync: apply a batch of %d row changes (up to binlog %s) on the target, worker %d",
+			len(batch), highest, w.id)
+	}
+	failpoint.Inject("SyncCrashAfterBatch", func() {
+		w.logger.Warn("failpoint SyncCrashAfterBatch: exiting the process", zap.Stringer("binlog", highest))
+		os.Exit(crashExitCode)
+	})
+	for _, c := range batch {
+		w.stats.rows[c.kind].Add(1)
+		w.metrics.row(c.kind)
+	}
+	w.stats.batches.Add(1)
+	w.metrics.batch(len(batch), time.Since(began))
+	return nil
+}
+
+// crashExitCode is the exit status of the crash fault points.
+const crashExitCode = 77
+
+// execTx runs stmts in one transaction.
+func execTx(ctx context.Context, db *sql.DB, stmts []stmt) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s.sql, s.args...); err != nil {
+			return errors.Join(fmt.Errorf("%s: %w", clipSQL(s.sql), err), rollback(tx))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func rollback(tx *sql.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+// clipSQL shortens a statement for an error message.
+func clipSQL(s string) string {
+	const max = 200
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
+// maxCausalityKeys bounds the dispatcher's key map; past it the dispatcher
+// waits for every worker and starts over.
+const maxCausalityKeys = 1 << 20
+
+// dispatcher hands changes to workers so that changes sharing a row key go
+// to the same worker, in binlog order. It is owned by the read loop.
+type dispatcher struct {
+	workers  []*applyWorker
+	keys     map[string]int // causality key -> worker holding changes of it
+	seq      uint64         // last mark sent
+	progress chan struct{}
+}
+
+// dispatch sends one change to its worker. When the change's keys are held
+// by different workers, it first waits for every worker to drain.
+func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
+	keys := causalityKeys(c)
+	target, conflict := -1, false
+	for _, k := range keys {
+		if w, ok := d.keys[k]; ok {
+			if target == -1 {
+				target = w
+			} else if target != w {
+				conflict = true
+			}
+		}
+	}
+	if conflict || len(d.keys) >= maxCausalityKeys {
+		if err := d.barrier(ctx); err != nil {
+			return err
+		}
+		target = -1
+	}
+	if target == -1 {
+		target = int(hashKey(keys[0]) % uint32(len(d.workers)))
+	}
+	for _, k := range keys {
+		d.keys[k] = target
+	}
+	return d.send(ctx, d.workers[target], job{change: c})
+}
+
+func (d *dispatcher) send(ctx context.Context, w *applyWorker, j job) error {
+	select {
+	case w.in <- j:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// mark sends a new mark to every worker and returns its sequence number.
+func (d *dispatcher) mark(ctx context.Context) (uint64, error) {
+	d.seq++
+	for _, w := range d.workers {
+		if err := d.send(ctx, w, job{mark: d.seq}); err != nil {
+			return 0, err
+		}
+	}
+	return d.seq, nil
+}
+
+// applied is the highest mark every worker has applied: every change
+// dispatched before it is committed on the target.
+func (d *dispatcher) applied() uint64 {
+	low := d.workers[0].marked.Load()
+	for _, w := range d.workers[1:] {
+		if m := w.marked.Load(); m < low {
+			low = m
+		}
+	}
+	return low
+}
+
+// barrier waits until every change dispatched so far is committed.
+func (d *dispatcher) barrier(ctx context.Context) error {
+	seq, err := d.mark(ctx)
+	if err != nil {
+		return err
+	}
+	for d.applied() < seq {
+		select {
+		case <-d.progress:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	clear(d.keys)
+	return nil
+}
+
+// queueDepth is the number of jobs waiting in the workers' channels.
+func (d *dispatcher) queueDepth() int {
+	n := 0
+	for _, w := range d.workers {
+		n += len(w.in)
+	}
+	return n
+}

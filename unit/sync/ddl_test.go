@@ -1,0 +1,59 @@
+package syncer
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/pingcap/tidb/pkg/parser"
+
+	"github.com/dmworker/dm-worker/config"
+)
+
+func TestTranslateDDL(t *testing.T) {
+	events, err := newEventFilter([]config.FilterRule{
+		{SchemaPattern: "app", TablePattern: "nodrop", Events: []string{"drop table"}, Action: config.FilterIgnore},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Syncer{
+		filter: newTableFilter(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
+		events: events,
+		router: newRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
+	}
+	d := &ddlApplier{r: &reader{s: s}, parser: parser.New()}
+	tests := []struct {
+		name, schema, query string
+		want                []targetDDL
+	}{
+		{"unrouted keeps text", "app", "ALTER TABLE t ADD COLUMN c INT",
+			[]targetDDL{{sql: "ALTER TABLE t ADD COLUMN c INT", schema: "app"}}},
+		{"qualified needs no USE", "", "ALTER TABLE app.t ADD INDEX i (c)",
+			[]targetDDL{{sql: "ALTER TABLE app.t ADD INDEX i (c)"}}},
+		{"ignored table", "app", "ALTER TABLE skip1 ADD COLUMN c INT", nil},
+		{"routed create", "shard1", "CREATE TABLE o1 (id INT PRIMARY KEY)",
+			[]targetDDL{{sql: "CREATE TABLE IF NOT EXISTS `m`.`o` (`id` INT PRIMARY KEY)", ensureSchemas: []string{"m"}}}},
+		{"drop narrowed", "app", "DROP TABLE t, skip2, nodrop",
+			[]targetDDL{{sql: "DROP TABLE `app`.`t`"}}},
+		{"rename routed", "shard1", "RENAME TABLE o1 TO x",
+			[]targetDDL{{sql: "RENAME TABLE `m`.`o` TO `shard1`.`x`", ensureSchemas: []string{"shard1"}}}},
+		{"system schema", "mysql", "CREATE TABLE t (a INT)", nil},
+		{"not ddl", "app", "GRANT SELECT ON *.* TO 'u'@'%'", nil},
+		{"create database", "", "CREATE DATABASE app2",
+			[]targetDDL{{sql: "CREATE DATABASE IF NOT EXISTS `app2`"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := d.translate(tt.schema, tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("translate(%q) = %#v\nwant %#v", tt.query, got, tt.want)
+			}
+		})
+	}
+	if _, err := d.translate("app", "ALTER TABLE t FROBNICATE"); err == nil {
+		t.Fatal("a statement that does not parse was accepted")
+	}
+}

@@ -1,0 +1,214 @@
+package syncer
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+)
+
+// changeKind is the kind of a row change.
+type changeKind int
+
+const (
+	kindInsert changeKind = iota
+	kindUpdate
+	kindDelete
+)
+
+func (k changeKind) String() string {
+	switch k {
+	case kindInsert:
+		return evInsert
+	case kindUpdate:
+		return evUpdate
+	default:
+		return evDelete
+	}
+}
+
+// change is one row change ready to apply: values are already converted.
+type change struct {
+	kind   changeKind
+	table  *tableInfo
+	before []any // update, delete
+	after  []any // insert, update
+	// loc is the location after the rows event the change comes from.
+	loc binlog.Location
+	// safe applies the change idempotently (REPLACE, DELETE + REPLACE).
+	safe bool
+}
+
+// stmt is one statement with its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+func columnList(ti *tableInfo) string {
+	var b strings.Builder
+	for i, c := range ti.columns {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(quoteName(c))
+	}
+	return b.String()
+}
+
+func placeholders(n int) string {
+	return "(" + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+}
+
+// where builds the row match: the identifying key, else every column
+// (NULL-safe) with LIMIT 1 so one of identical rows is touched.
+func where(ti *tableInfo, row []any) (string, []any) {
+	var b strings.Builder
+	var args []any
+	cols := ti.key
+	op := "="
+	if len(cols) == 0 {
+		op = "<=>"
+		cols = make([]int, len(ti.columns))
+		for i := range cols {
+			cols[i] = i
+		}
+	}
+	for n, i := range cols {
+		if n > 0 {
+			b.WriteString(" AND ")
+		}
+		b.WriteString(quoteName(ti.columns[i]))
+		b.WriteString(op)
+		b.WriteByte('?')
+		args = append(args, whereValue(row[i], ti.binary[i]))
+	}
+	return b.String(), args
+}
+
+// insertStmt writes rows (one or more inserts of the same table) with one
+// INSERT, or REPLACE in safe mode.
+func insertStmt(ti *tableInfo, rows [][]any, replace bool) stmt {
+	verb := "INSERT INTO "
+	if replace {
+		verb = "REPLACE INTO "
+	}
+	var b strings.Builder
+	b.WriteString(verb)
+	b.WriteString(ti.target.String())
+	b.WriteString(" (")
+	b.WriteString(columnList(ti))
+	b.WriteString(") VALUES ")
+	ph := placeholders(len(ti.columns))
+	args := make([]any, 0, len(rows)*len(ti.columns))
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(ph)
+		args = append(args, r...)
+	}
+	return stmt{sql: b.String(), args: args}
+}
+
+func deleteStmt(ti *tableInfo, row []any) stmt {
+	w, args := where(ti, row)
+	return stmt{sql: "DELETE FROM " + ti.target.String() + " WHERE " + w + " LIMIT 1", args: args}
+}
+
+func updateStmt(ti *tableInfo, before, after []any) stmt {
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(ti.target.String())
+	b.WriteString(" SET ")
+	args := make([]any, 0, len(after)*2)
+	for i, c := range ti.columns {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(quoteName(c))
+		b.WriteString("=?")
+		args = append(args, after[i])
+	}
+	w, wargs := where(ti, before)
+	b.WriteString(" WHERE ")
+	b.WriteString(w)
+	b.WriteString(" LIMIT 1")
+	return stmt{sql: b.String(), args: append(args, wargs...)}
+}
+
+// statements turns a batch of changes into statements, merging runs of
+// inserts into the same table into multi-row statements.
+func statements(changes []*change) []stmt {
+	var out []stmt
+	for i := 0; i < len(changes); {
+		c := changes[i]
+		switch c.kind {
+		case kindInsert:
+			rows := [][]any{c.after}
+			j := i + 1
+			for j < len(changes) && changes[j].kind == kindInsert && changes[j].table == c.table && changes[j].safe == c.safe {
+				rows = append(rows, changes[j].after)
+				j++
+			}
+			out = append(out, insertStmt(c.table, rows, c.safe))
+			i = j
+			continue
+		case kindUpdate:
+			if c.safe {
+				out = append(out, deleteStmt(c.table, c.before), insertStmt(c.table, [][]any{c.after}, true))
+			} else {
+				out = append(out, updateStmt(c.table, c.before, c.after))
+			}
+		case kindDelete:
+			out = append(out, deleteStmt(c.table, c.before))
+		}
+		i++
+	}
+	return out
+}
+
+// causalityKeys are the keys two changes conflict on: every unique key's
+// values (old and new row), or the table itself when it has no key.
+func causalityKeys(c *change) []string {
+	ti := c.table
+	if len(ti.key) == 0 {
+		// Rows matched on all columns: keep the whole table in order.
+		return []string{"t\x00" + ti.target.String()}
+	}
+	var keys []string
+	add := func(row []any) {
+		if row == nil {
+			return
+		}
+	next:
+		for n, cols := range ti.uniques {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s\x00%d", ti.target.String(), n)
+			for _, i := range cols {
+				v := row[i]
+				if v == nil {
+					continue next // NULLs never conflict in a unique key
+				}
+				if bs, ok := v.([]byte); ok {
+					v = strings.ToLower(string(bs))
+				}
+				fmt.Fprintf(&b, "\x00%v", v)
+			}
+			keys = append(keys, b.String())
+		}
+	}
+	add(c.before)
+	add(c.after)
+	if len(keys) == 0 {
+		return []string{"t\x00" + ti.target.String()}
+	}
+	return keys
+}
+
+func hashKey(k string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(k))
+	return h.Sum32()
+}

@@ -1,0 +1,23 @@
+// Package syncer is the sync unit (DESIGN.md §1, §5): it reads the source's
+// binlog (from the relay reader when relay runs for the source, else over a
+// replication connection of its own), selects and routes tables (block-allow
+// list, route rules, binlog event filters), applies row changes to the target
+// in parallel with causality by row key, applies DDL as a barrier, and keeps
+// a crash-safe checkpoint in the target's meta schema.
+//
+// Crash safety: the global checkpoint (tables <meta-schema>.syncer_checkpoint)
+// is only ever a transaction boundary all of whose changes every apply worker
+// has committed. Every batch a worker commits also records, in the same
+// target transaction, the highest binlog location it contains
+// (<meta-schema>.syncer_safe_point, one row per worker). After a restart the
+// unit resumes at the checkpoint and runs in safe mode (INSERT as REPLACE,
+// UPDATE as DELETE + REPLACE) until it has passed the highest recorded
+// location, so replaying changes that were already applied is idempotent.
+// A DDL is recorded as pending in the checkpoint before it runs; if the
+// process dies before the checkpoint after it, the replayed DDL tolerates
+// "already done" errors (duplicate column, table exists...).
+//
+// The package owns the sync unit's connections to the source and target and
+// its rows in the meta schema. It must not touch relay files (it reads them
+// only through binlog.StreamOpener) nor any other unit's state.
+package syncer

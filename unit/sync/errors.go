@@ -1,0 +1,41 @@
+package syncer
+
+import (
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Error codes of the sync unit (stable; shown in status).
+const (
+	CodeConfig     = "sync-config"
+	CodeRead       = "sync-read-binlog"
+	CodeExec       = "sync-exec"
+	CodeDDL        = "sync-ddl"
+	CodeDDLParse   = "sync-ddl-parse"
+	CodeCheckpoint = "sync-checkpoint"
+	CodeTable      = "sync-table-info"
+	CodeHandle     = "sync-handle-error"
+)
+
+// ErrNothingToHandle is returned by HandleError when the unit is not stuck
+// on a DDL and the request names no binlog position.
+var ErrNothingToHandle = errors.New("sync: no failed DDL to skip or replace; give binlog-pos of the event")
+
+func asMySQLError(err error, target **mysql.MySQLError) bool { return errors.As(err, target) }
+
+// ddlAlreadyDone are server errors a replayed DDL gives when it already ran
+// before a crash: duplicate column/key, table exists, unknown table/column
+// to drop, database exists/does not exist.
+var ddlAlreadyDone = map[uint16]bool{
+	1007: true, // ER_DB_CREATE_EXISTS
+	1008: true, // ER_DB_DROP_EXISTS
+	1050: true, // ER_TABLE_EXISTS_ERROR
+	1051: true, // ER_BAD_TABLE_ERROR
+	1060: true, // ER_DUP_FIELDNAME
+	1061: true, // ER_DUP_KEYNAME
+	1068: true, // ER_MULTIPLE_PRI_KEY
+	1091: true, // ER_CANT_DROP_FIELD_OR_KEY
+	1146: true, // ER_NO_SUCH_TABLE
+	1054: true, // ER_BAD_FIELD_ERROR (rename/modify of a column already renamed)
+}

@@ -1,0 +1,64 @@
+package syncer
+
+import (
+	"testing"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+)
+
+// TestFiltersAndRoutes: ignored tables never reach the target, two shards
+// merge into one routed table, and a filtered delete leaves rows in place.
+func TestFiltersAndRoutes(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "routes")
+	cfg.BAList = config.BAList{
+		DoDBs:        []string{"shard_*", "app"},
+		IgnoreTables: []config.TableRef{{DBName: "app", TblName: "ignored*"}},
+	}
+	cfg.RouteRules = []config.RouteRule{
+		{SchemaPattern: "shard_*", TablePattern: "orders_*", TargetSchema: "merged", TargetTable: "orders"},
+	}
+	cfg.FilterRules = []config.FilterRule{
+		{SchemaPattern: "app", TablePattern: "keep", Events: []string{"delete"}, Action: config.FilterIgnore},
+	}
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	r := start(u, false)
+	defer r.stop(t)
+
+	mustExec(t, e.srcDB,
+		"CREATE DATABASE shard_1", "CREATE DATABASE shard_2", "CREATE DATABASE app", "CREATE DATABASE other",
+		"CREATE TABLE shard_1.orders_1 (id INT PRIMARY KEY, v VARCHAR(10))",
+		"CREATE TABLE shard_2.orders_2 (id INT PRIMARY KEY, v VARCHAR(10))",
+		"CREATE TABLE app.keep (id INT PRIMARY KEY, v VARCHAR(10))",
+		"CREATE TABLE app.ignored_1 (id INT PRIMARY KEY)",
+		"CREATE TABLE other.t (id INT PRIMARY KEY)",
+		"INSERT INTO shard_1.orders_1 VALUES (1, 'a'), (2, 'b')",
+		"INSERT INTO shard_2.orders_2 VALUES (101, 'c'), (102, 'd')",
+		"UPDATE shard_2.orders_2 SET v = 'dd' WHERE id = 102",
+		"DELETE FROM shard_1.orders_1 WHERE id = 2",
+		"INSERT INTO app.keep VALUES (1, 'k1'), (2, 'k2')",
+		"INSERT INTO app.ignored_1 VALUES (1)",
+		"INSERT INTO other.t VALUES (1)",
+		"DELETE FROM app.keep WHERE id = 1",
+		"UPDATE app.keep SET v = 'k2b' WHERE id = 2",
+		// A marker row to wait for: everything before it was read.
+		"CREATE TABLE app.marker (id INT PRIMARY KEY)", "INSERT INTO app.marker VALUES (1)",
+	)
+	e.waitEqual(t, same("app.marker"), r)
+	mustExec(t, e.srcDB, "CREATE TABLE app.want_merged (id INT PRIMARY KEY, v VARCHAR(10))",
+		"INSERT INTO app.want_merged SELECT * FROM shard_1.orders_1 UNION ALL SELECT * FROM shard_2.orders_2",
+		"CREATE TABLE app.want_keep (id INT PRIMARY KEY, v VARCHAR(10))",
+		"INSERT INTO app.want_keep VALUES (1, 'k1'), (2, 'k2b')")
+	e.waitEqual(t, map[string]string{"app.want_merged": "merged.orders", "app.want_keep": "app.keep"}, r)
+
+	var n int
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE " +
+		"(TABLE_SCHEMA = 'app' AND TABLE_NAME LIKE 'ignored%') OR TABLE_SCHEMA IN ('other', 'shard_1', 'shard_2')").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d ignored or routed-away tables exist on the target", n)
+	}
+}

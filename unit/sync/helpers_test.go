@@ -1,0 +1,306 @@
+package syncer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// syncTimeout bounds every wait for the target to catch up.
+const syncTimeout = 90 * time.Second
+
+// env is a source and a target MariaDB with plain (parseTime off, UTC)
+// pools for comparing them.
+type env struct {
+	src, dst     *mariadbtest.Instance
+	srcDB, dstDB *sql.DB
+}
+
+func newEnv(t *testing.T, srcOpts mariadbtest.Options) *env {
+	t.Helper()
+	srcOpts.Name, srcOpts.Binlog = "source", true
+	e := &env{
+		src: mariadbtest.Start(t, srcOpts),
+		dst: mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true}),
+	}
+	e.srcDB = plainDB(t, e.src)
+	e.dstDB = plainDB(t, e.dst)
+	return e
+}
+
+// plainDB opens a root pool that reads every value as text in UTC.
+func plainDB(t *testing.T, i *mariadbtest.Instance) *sql.DB {
+	t.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net = mariadbtest.RootUser, "tcp"
+	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.Port()))
+	cfg.Params = map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"}
+	cfg.Timeout = 10 * time.Second
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(connector)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func mustExec(t testing.TB, db *sql.DB, queries ...string) {
+	t.Helper()
+	for _, q := range queries {
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func (e *env) dbConfig(i *mariadbtest.Instance) config.DBConfig {
+	return config.DBConfig{Host: i.Host(), Port: i.Port(), User: mariadbtest.RootUser}
+}
+
+// configs returns an incremental subtask starting at the source's current
+// position, and the source config (flavor detected).
+func (e *env) configs(t *testing.T, name string) (*config.SubTaskConfig, *config.SourceConfig) {
+	t.Helper()
+	file, pos, _ := e.src.MasterStatus(t)
+	cfg := &config.SubTaskConfig{
+		Name: name, SourceID: "mysql-01", TaskMode: config.ModeIncremental,
+		Meta:           config.Meta{BinlogName: file, BinlogPos: pos},
+		TargetDatabase: e.dbConfig(e.dst),
+		MetaSchema:     "dm_meta",
+		Syncer:         config.SyncerConfig{WorkerCount: 4, Batch: 50, CheckpointFlushInterval: 1},
+	}
+	src := &config.SourceConfig{SourceID: "mysql-01", From: config.DBConfig{
+		Host: e.src.Host(), Port: e.src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword}}
+	return cfg, src
+}
+
+// newUnit creates and initialises a sync unit.
+func newUnit(t *testing.T, cfg *config.SubTaskConfig, src *config.SourceConfig) *Syncer {
+	t.Helper()
+	u, err := New(cfg, src, nil, NewMetrics(), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := u.Init(ctx); err != nil {
+		u.Kill()
+		t.Fatal(err)
+	}
+	return u
+}
+
+// running is a unit's Process (or Resume) in a goroutine.
+type running struct {
+	cancel context.CancelFunc
+	done   chan unit.Result
+}
+
+func start(u *Syncer, resume bool) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, done: make(chan unit.Result, 1)}
+	go func() {
+		if resume {
+			r.done <- u.Resume(ctx)
+		} else {
+			r.done <- u.Process(ctx)
+		}
+	}()
+	return r
+}
+
+// stop cancels the run and returns its result.
+func (r *running) stop(t *testing.T) unit.Result {
+	t.Helper()
+	r.cancel()
+	select {
+	case res := <-r.done:
+		return res
+	case <-time.After(30 * time.Second):
+		t.Fatal("Process did not return 30s after its context was cancelled")
+		return unit.Result{}
+	}
+}
+
+// wait returns the run's result when it ends by itself.
+func (r *running) wait(t *testing.T, within time.Duration) unit.Result {
+	t.Helper()
+	select {
+	case res := <-r.done:
+		return res
+	case <-time.After(within):
+		r.cancel()
+		<-r.done
+		t.Fatalf("Process did not end within %v", within)
+		return unit.Result{}
+	}
+}
+
+// tableRows reads a whole table as text rows ordered by every column.
+func tableRows(ctx context.Context, db *sql.DB, table string) ([]string, error) {
+	cols, err := columnsOf(ctx, db, table)
+	if err != nil {
+		return nil, err
+	}
+	order := make([]string, len(cols))
+	for i, c := range cols {
+		order[i] = quoteName(c)
+	}
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+table+" ORDER BY "+strings.Join(order, ","))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		for _, v := range vals {
+			if v.Valid {
+				fmt.Fprintf(&b, "%q|", v.String)
+			} else {
+				b.WriteString("NULL|")
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out, rows.Err()
+}
+
+func columnsOf(ctx context.Context, db *sql.DB, table string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+table+" LIMIT 0")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return rows.Columns()
+}
+
+func checksum(ctx context.Context, db *sql.DB, table string) (string, error) {
+	var name string
+	var sum sql.NullString
+	if err := db.QueryRowContext(ctx, "CHECKSUM TABLE "+table).Scan(&name, &sum); err != nil {
+		return "", err
+	}
+	if !sum.Valid {
+		return "", fmt.Errorf("table %s does not exist", table)
+	}
+	return sum.String, nil
+}
+
+// diffTable compares one table of the source with a table of the target;
+// "" when equal.
+func diffTable(ctx context.Context, src, dst *sql.DB, srcTable, dstTable string) (string, error) {
+	a, err := checksum(ctx, src, srcTable)
+	if err != nil {
+		return "", fmt.Errorf("source %s: %w", srcTable, err)
+	}
+	b, err := checksum(ctx, dst, dstTable)
+	if err != nil {
+		return "source checksum " + a + ", target: " + err.Error(), nil
+	}
+	ra, err := tableRows(ctx, src, srcTable)
+	if err != nil {
+		return "", err
+	}
+	rb, err := tableRows(ctx, dst, dstTable)
+	if err != nil {
+		return "target rows: " + err.Error(), nil
+	}
+	if a == b && len(ra) == len(rb) {
+		same := true
+		for i := range ra {
+			if ra[i] != rb[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return "", nil
+		}
+	}
+	msg := fmt.Sprintf("%s -> %s: checksum %s vs %s, %d vs %d rows", srcTable, dstTable, a, b, len(ra), len(rb))
+	for i := 0; i < len(ra) && i < len(rb); i++ {
+		if ra[i] != rb[i] {
+			msg += fmt.Sprintf("\nfirst difference at row %d:\n source %s\n target %s", i, ra[i], rb[i])
+			break
+		}
+	}
+	return msg, nil
+}
+
+// waitEqual waits until every table (source name -> target name) is equal
+// on both sides, or fails with the last difference.
+func (e *env) waitEqual(t *testing.T, tables map[string]string, r *running) {
+	t.Helper()
+	deadline := time.Now().Add(syncTimeout)
+	ctx := context.Background()
+	for {
+		var diffs []string
+		for s, d := range tables {
+			diff, err := diffTable(ctx, e.srcDB, e.dstDB, s, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff != "" {
+				diffs = append(diffs, diff)
+			}
+		}
+		if len(diffs) == 0 {
+			return
+		}
+		if r != nil {
+			select {
+			case res := <-r.done:
+				r.done <- res
+				t.Fatalf("the unit stopped before the target caught up: %+v\n%s", res, strings.Join(diffs, "\n"))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target did not catch up within %v:\n%s", syncTimeout, strings.Join(diffs, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval of the condition, not synchronisation
+	}
+}
+
+// same maps each table to itself.
+func same(tables ...string) map[string]string {
+	m := map[string]string{}
+	for _, t := range tables {
+		m[t] = t
+	}
+	return m
+}
+
+func resultErr(res unit.Result) error {
+	if len(res.Errors) == 0 {
+		return nil
+	}
+	var list []error
+	for _, e := range res.Errors {
+		list = append(list, fmt.Errorf("%s (resumable %v): %s", e.Code, e.Resumable, e.Message))
+	}
+	return errors.Join(list...)
+}

@@ -1,0 +1,473 @@
+package syncer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/errs"
+)
+
+// idleTick is how long the read loop waits for an event before it does its
+// idle work (checkpoint, lag).
+const idleTick = 500 * time.Millisecond
+
+// errRunEnded cancels the workers when the read loop returns.
+var errRunEnded = errors.New("sync: run ended")
+
+// pendingMark is a transaction boundary waiting for every worker to apply
+// the mark sent right after it.
+type pendingMark struct {
+	seq uint64
+	loc binlog.Location
+}
+
+// reader is the state of one run's read loop; only that goroutine uses it.
+type reader struct {
+	s      *Syncer
+	cfg    *config.SubTaskConfig
+	disp   *dispatcher
+	tables *tableCache
+	ddl    *ddlApplier
+
+	cur         binlog.Location // after the last event read
+	txnEnd      binlog.Location // after the last complete transaction read
+	gset        mysql.GTIDSet
+	pendingGTID string
+	inTxn       bool
+	// safeUntil: changes up to here may already be applied (safe mode).
+	safeUntil  binlog.Location
+	pendingDDL binlog.Location // from the checkpoint: DDL that may have run
+
+	saved    binlog.Location // last saved checkpoint
+	marks    []pendingMark
+	markedAt time.Time
+	marked   binlog.Location // location of the last mark sent
+	interval time.Duration
+}
+
+// run is one Process/Resume: load the checkpoint, open the binlog stream,
+// start the workers and read until ctx is done or something fails.
+func (s *Syncer) run(ctx context.Context) (err error) {
+	if s.target == nil {
+		return errs.New(CodeConfig, false, "sync: Process before a successful Init")
+	}
+	s.setStuck(nil)
+	if s.unsaved != nil {
+		if err := s.saveCheckpoint(ctx, *s.unsaved); err != nil {
+			return err
+		}
+	}
+	cp, found, err := s.store.load(ctx)
+	if err != nil {
+		return err
+	}
+	if !found {
+		m := s.cfg.Meta
+		if m.BinlogName == "" && m.BinlogGTID == "" {
+			return errs.New(CodeConfig, false,
+				"sync: subtask %q has no checkpoint and its meta names no binlog-name or binlog-gtid to start from; set meta", s.cfg.Name)
+		}
+		cp.loc = binlog.Location{Name: m.BinlogName, Pos: max(m.BinlogPos, config.MinBinlogPos), GTID: m.BinlogGTID}
+		if m.BinlogName == "" {
+			cp.loc.Pos = 0
+		}
+	}
+	safeUntil, err := s.store.maxSafePoint(ctx)
+	if err != nil {
+		return err
+	}
+	if !safeUntil.IsZero() && safeUntil.Compare(cp.loc) <= 0 {
+		safeUntil = binlog.Location{}
+	}
+	gset, err := mysql.ParseGTIDSet(s.flavor, cp.loc.GTID)
+	if err != nil {
+		return errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
+	}
+
+	var opener binlog.StreamOpener
+	if s.relay != nil {
+		opener = s.relay()
+	}
+	if opener == nil {
+		opener = newSourceOpener(s.src, s.flavor, s.serverID)
+	}
+	defer opener.Close()
+	stream, err := opener.Open(ctx, cp.loc)
+	if err != nil {
+		return readError(err)
+	}
+	s.logger.Info("sync unit starts reading binlog", zap.Stringer("from", cp.loc), zap.String("gtid", cp.loc.GTID),
+		zap.Stringer("safe-mode-until", safeUntil), zap.Stringer("pending-ddl", cp.pendingDDL))
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(errRunEnded)
+	progress := make(chan struct{}, 1)
+	disp := &dispatcher{keys: map[string]int{}, progress: progress}
+	var wg sync.WaitGroup
+	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
+		w := &applyWorker{id: i, in: make(chan job, 2*s.cfg.Syncer.Batch), db: s.target, store: s.store,
+			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: progress,
+			floor: safeUntil}
+		disp.workers = append(disp.workers, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.run(runCtx); err != nil && runCtx.Err() == nil {
+				cancel(err)
+			}
+		}()
+	}
+	s.mu.Lock()
+	s.disp = disp
+	s.prog.checkpoint, s.prog.checkpointGTID = cp.loc.String(), cp.loc.GTID
+	s.prog.binlog, s.prog.gtid = cp.loc.String(), cp.loc.GTID
+	s.mu.Unlock()
+
+	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
+		cur: cp.loc, txnEnd: cp.loc, gset: gset, safeUntil: safeUntil, pendingDDL: cp.pendingDDL,
+		saved: cp.loc, marked: cp.loc, markedAt: time.Now(),
+		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
+	r.ddl = newDDLApplier(r)
+	loopErr := r.loop(runCtx, stream)
+	cancel(loopErr)
+	wg.Wait()
+
+	// Everything before the newest fully applied mark is on the target.
+	if loc, ok := r.appliedMark(); ok && loc.Compare(r.saved) > 0 {
+		s.unsaved = &savedCheckpoint{loc: loc}
+	}
+	s.mu.Lock()
+	s.disp = nil
+	s.prog.eventTime = time.Time{}
+	s.mu.Unlock()
+	s.metrics.setLag(0)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return context.Cause(runCtx)
+}
+
+// readError classifies a binlog read error: the source refusing the
+// position (1236: purged or unknown binlog) is not resumable, anything else
+// (lost connection) is.
+func readError(err error) error {
+	var myErr *mysql.MyError
+	if errors.As(err, &myErr) && myErr.Code == 1236 {
+		return errs.New(CodeRead, false, "sync: the source cannot send the binlog from the checkpoint: %w", err)
+	}
+	return errs.New(CodeRead, true, "sync: read binlog: %w", err)
+}
+
+// loop reads and handles events until ctx is done or an error occurs.
+func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
+	for {
+		evCtx, cancel := context.WithTimeout(ctx, idleTick)
+		ev, err := stream.GetEvent(evCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				if err := r.idle(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			return readError(err)
+		}
+		if err := r.handle(ctx, ev); err != nil {
+			return err
+		}
+		if !r.inTxn {
+			if err := r.maybeMark(ctx, false); err != nil {
+				return err
+			}
+		}
+		if err := r.maybeSave(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// idle runs when no event came for idleTick: mark the last boundary so
+// the checkpoint catches up, and report no lag once everything is applied.
+func (r *reader) idle(ctx context.Context) error {
+	if !r.inTxn {
+		if err := r.maybeMark(ctx, false); err != nil {
+			return err
+		}
+	}
+	if err := r.maybeSave(ctx); err != nil {
+		return err
+	}
+	if len(r.marks) == 0 && r.disp.queueDepth() == 0 && r.marked.Compare(r.txnEnd) == 0 {
+		r.s.mu.Lock()
+		r.s.prog.eventTime = time.Time{}
+		r.s.mu.Unlock()
+		r.s.metrics.setLag(0)
+	}
+	return nil
+}
+
+// maybeMark sends a mark for the last transaction boundary when the flush
+// interval has passed (or force is set) and there is something new.
+func (r *reader) maybeMark(ctx context.Context, force bool) error {
+	if r.txnEnd.Compare(r.marked) == 0 && r.txnEnd.GTID == r.marked.GTID {
+		return nil
+	}
+	if !force && time.Since(r.markedAt) < r.interval {
+		return nil
+	}
+	seq, err := r.disp.mark(ctx)
+	if err != nil {
+		return err
+	}
+	r.marks = append(r.marks, pendingMark{seq: seq, loc: r.txnEnd})
+	r.marked, r.markedAt = r.txnEnd, time.Now()
+	return nil
+}
+
+// appliedMark pops every fully applied mark and returns the newest one.
+func (r *reader) appliedMark() (binlog.Location, bool) {
+	applied := r.disp.applied()
+	var loc binlog.Location
+	ok := false
+	for len(r.marks) > 0 && r.marks[0].seq <= applied {
+		loc, ok = r.marks[0].loc, true
+		r.marks = r.marks[1:]
+	}
+	return loc, ok
+}
+
+// maybeSave saves the newest fully applied mark as the checkpoint.
+func (r *reader) maybeSave(ctx context.Context) error {
+	loc, ok := r.appliedMark()
+	if !ok || loc.Compare(r.saved) <= 0 && loc.GTID == r.saved.GTID {
+		return nil
+	}
+	return r.save(ctx, savedCheckpoint{loc: loc})
+}
+
+func (r *reader) save(ctx context.Context, cp savedCheckpoint) error {
+	if err := r.s.saveCheckpoint(ctx, cp); err != nil {
+		return err
+	}
+	r.saved = cp.loc
+	return nil
+}
+
+// publish shows the read location in status.
+func (r *reader) publish(ts uint32) {
+	r.s.mu.Lock()
+	r.s.prog.binlog, r.s.prog.gtid = r.cur.String(), r.gset.String()
+	if ts > 0 {
+		r.s.prog.eventTime = time.Unix(int64(ts), 0)
+	}
+	r.s.prog.safeMode = r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
+	r.s.mu.Unlock()
+	if ts > 0 {
+		r.s.metrics.setLag(max(0, time.Since(time.Unix(int64(ts), 0)).Seconds()))
+	}
+}
+
+// handle processes one event.
+func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	h := ev.Header
+	if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+		return nil
+	}
+	if h.LogPos > 0 {
+		r.cur.Pos = h.LogPos
+	}
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		r.cur.Name, r.cur.Pos = string(e.NextLogName), uint32(e.Position)
+		if !r.inTxn {
+			r.txnEnd.Name, r.txnEnd.Pos = r.cur.Name, r.cur.Pos
+		}
+	case *replication.MariadbGTIDEvent:
+		gtid, standalone, err := mariadbGTID(ev)
+		if err != nil {
+			return err
+		}
+		r.pendingGTID, r.inTxn = gtid, !standalone
+	case *replication.GTIDEvent:
+		r.pendingGTID = mysqlGTID(e)
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query))
+		switch strings.ToUpper(q) {
+		case "BEGIN":
+			r.inTxn = true
+		case "COMMIT", "ROLLBACK":
+			if err := r.commit(); err != nil {
+				return err
+			}
+		default:
+			if err := r.ddl.apply(ctx, ev, e, q); err != nil {
+				return err
+			}
+		}
+	case *replication.RowsEvent:
+		if err := r.rows(ctx, ev, e); err != nil {
+			return err
+		}
+	case *replication.XIDEvent:
+		if err := r.commit(); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	r.publish(h.Timestamp)
+	return nil
+}
+
+// commit ends the current transaction: its GTID joins the set and its end
+// becomes the latest boundary a checkpoint may name.
+func (r *reader) commit() error {
+	if r.pendingGTID != "" {
+		if err := r.gset.Update(r.pendingGTID); err != nil {
+			return errs.New(CodeRead, false, "sync: add GTID %q to %q: %w", r.pendingGTID, r.gset.String(), err)
+		}
+		r.pendingGTID = ""
+	}
+	r.inTxn = false
+	r.cur.GTID = r.gset.String()
+	r.txnEnd = r.cur
+	r.s.stats.transactions.Add(1)
+	return nil
+}
+
+// mariadbGTID reads a MariaDB GTID event's GTID from its raw bytes (see
+// DESIGN.md §8: go-mysql's decoded fields can be wrong for the first event).
+func mariadbGTID(ev *replication.BinlogEvent) (gtid string, standalone bool, err error) {
+	const headerSize = replication.EventHeaderSize
+	raw := ev.RawData
+	if len(raw) < headerSize+13 {
+		return "", false, errs.New(CodeRead, false, "sync: MariaDB GTID event of %d bytes is too short", len(raw))
+	}
+	body := raw[headerSize:]
+	seq := binary.LittleEndian.Uint64(body[0:8])
+	domain := binary.LittleEndian.Uint32(body[8:12])
+	flags := body[12]
+	return fmt.Sprintf("%d-%d-%d", domain, ev.Header.ServerID, seq), flags&replication.BINLOG_MARIADB_FL_STANDALONE != 0, nil
+}
+
+// mysqlGTID formats a MySQL GTID event as "uuid:gno".
+func mysqlGTID(e *replication.GTIDEvent) string {
+	u := e.SID
+	if len(u) != 16 {
+		return ""
+	}
+	return fmt.Sprintf("%x-%x-%x-%x-%x:%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], e.GNO)
+}
+
+// rowsKind maps a rows event type to a change kind.
+func rowsKind(t replication.EventType) (changeKind, bool) {
+	switch t {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2,
+		replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		return kindInsert, true
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2,
+		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.PARTIAL_UPDATE_ROWS_EVENT:
+		return kindUpdate, true
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2,
+		replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		return kindDelete, true
+	}
+	return 0, false
+}
+
+// rows dispatches the row changes of one rows event.
+func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
+	kind, ok := rowsKind(ev.Header.EventType)
+	if !ok || e.Table == nil {
+		return nil
+	}
+	r.inTxn = true
+	schema, table := string(e.Table.Schema), string(e.Table.Table)
+	if !r.s.filter.tableAllowed(schema, table) || r.s.events.skip(schema, table, kind.String(), "") {
+		return nil
+	}
+	ti, err := r.tables.get(ctx, e.Table)
+	if err != nil {
+		return err
+	}
+	if len(ti.key) == 0 {
+		r.s.warnNoKey(ti.source)
+	}
+	if !r.safeUntil.IsZero() && r.cur.Compare(r.safeUntil) > 0 {
+		r.s.logger.Info("sync unit leaves safe mode", zap.Stringer("at", r.cur), zap.Stringer("until", r.safeUntil))
+		r.safeUntil = binlog.Location{}
+	}
+	safe := r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
+	loc := binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
+	conv := func(row []any) ([]any, error) {
+		if len(row) != len(ti.columns) {
+			return nil, errs.New(CodeTable, false,
+				"sync: table %s: row image has %d of %d columns; the source needs binlog_row_image=FULL",
+				ti.source, len(row), len(ti.columns))
+		}
+		out := make([]any, len(row))
+		for i, v := range row {
+			out[i] = convertValue(v, ti.types[i], ti.unsigned[i])
+		}
+		return out, nil
+	}
+	step := 1
+	if kind == kindUpdate {
+		step = 2
+	}
+	for i := 0; i+step <= len(e.Rows); i += step {
+		c := &change{kind: kind, table: ti, loc: loc, safe: safe}
+		first, err := conv(e.Rows[i])
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case kindInsert:
+			c.after = first
+		case kindDelete:
+			c.before = first
+		case kindUpdate:
+			c.before = first
+			if c.after, err = conv(e.Rows[i+1]); err != nil {
+				return err
+			}
+		}
+		if err := r.disp.dispatch(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warnNoKey adds a status warning, once per table, that a table without a
+// primary or not-null unique key is matched on all columns.
+func (s *Syncer) warnNoKey(t tableName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prog.warned == nil {
+		s.prog.warned = map[tableName]bool{}
+	}
+	if s.prog.warned[t] {
+		return
+	}
+	s.prog.warned[t] = true
+	msg := fmt.Sprintf("table %s has no primary key or not-null unique key: rows are matched on all columns, "+
+		"which is slow and cannot tell identical rows apart", t)
+	s.prog.warnings = append(s.prog.warnings, msg)
+	s.logger.Warn(msg)
+}

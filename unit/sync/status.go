@@ -1,0 +1,55 @@
+package syncer
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// counters are the unit's running totals; atomics, read by Status at any
+// time.
+type counters struct {
+	rows         [3]atomic.Uint64 // by changeKind
+	ddls         atomic.Uint64
+	transactions atomic.Uint64
+	batches      atomic.Uint64
+}
+
+// Status is the sync unit's progress as shown in a subtask's "progress".
+type Status struct {
+	// Binlog is the location read so far, "file:pos" in the source's
+	// coordinates; BinlogGTID the GTID set executed up to there.
+	Binlog     string `json:"binlog"`
+	BinlogGTID string `json:"binlog-gtid"`
+	// Checkpoint is the last location saved in the target (every change
+	// before it is applied).
+	Checkpoint     string `json:"checkpoint"`
+	CheckpointGTID string `json:"checkpoint-gtid,omitempty"`
+	// LagSeconds is how far the applied changes are behind the source
+	// (0 when caught up).
+	LagSeconds   float64  `json:"lag-seconds"`
+	Inserts      uint64   `json:"inserts"`
+	Updates      uint64   `json:"updates"`
+	Deletes      uint64   `json:"deletes"`
+	DDLs         uint64   `json:"ddls"`
+	Transactions uint64   `json:"transactions"`
+	Batches      uint64   `json:"batches"`
+	QueueDepth   int      `json:"queue-depth"`
+	SafeMode     bool     `json:"safe-mode"`
+	Warnings     []string `json:"warnings,omitempty"`
+	// StuckOn is the location ("file:pos", start of the event) of the DDL
+	// the target rejected, which handle-error can skip or replace.
+	StuckOn string `json:"stuck-on,omitempty"`
+}
+
+// progress is the part of Status the read loop updates; guarded by
+// Syncer.mu.
+type progress struct {
+	binlog, gtid   string
+	checkpoint     string
+	checkpointGTID string
+	eventTime      time.Time // timestamp of the last event read; zero when caught up
+	safeMode       bool
+	warnings       []string
+	warned         map[tableName]bool
+	stuckOn        string
+}

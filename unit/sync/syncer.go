@@ -1,0 +1,279 @@
+package syncer
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// closeTimeout bounds the checkpoint flush of Close.
+const closeTimeout = 10 * time.Second
+
+// Syncer is the sync unit of one subtask.
+type Syncer struct {
+	src     *config.SourceConfig
+	relay   func() binlog.StreamOpener
+	logger  *zap.Logger
+	metrics *unitMetrics
+	stats   counters
+
+	// Set by New and Update, read by runs; the subtask never calls Update
+	// concurrently with Process/Resume.
+	cfg      *config.SubTaskConfig
+	filter   *tableFilter
+	events   *eventFilter
+	router   *router
+	serverID uint32
+
+	// Set by Init; used by runs, Close and Kill (never concurrently).
+	target *sql.DB
+	store  *checkpointStore
+	flavor string
+	// unsaved is a checkpoint a run reached (all its changes applied) but
+	// could not save before it ended; the next run or Close saves it.
+	unsaved *savedCheckpoint
+
+	mu sync.Mutex
+	// guarded by mu:
+	prog   progress
+	disp   *dispatcher // the running run's, for queue depth; nil between runs
+	stuck  *stuckDDL
+	handle *handleOp
+}
+
+var (
+	_ unit.Unit             = (*Syncer)(nil)
+	_ unit.ErrorHandler     = (*Syncer)(nil)
+	_ unit.CheckpointHolder = (*Syncer)(nil)
+)
+
+// New creates the sync unit of a subtask. relay returns the relay reader
+// while relay runs for the source, else nil (then the unit reads from the
+// source itself). metrics may be nil.
+func New(cfg *config.SubTaskConfig, src *config.SourceConfig, relay func() binlog.StreamOpener,
+	metrics *Metrics, logger *zap.Logger) (*Syncer, error) {
+	if cfg == nil || src == nil {
+		return nil, errs.New(CodeConfig, false, "sync: subtask and source configs are required")
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	s := &Syncer{
+		src:     src,
+		relay:   relay,
+		logger:  logger.With(zap.String("unit", string(unit.TypeSync)), zap.String("task", cfg.Name), zap.String("source", cfg.SourceID)),
+		metrics: &unitMetrics{m: metrics, task: cfg.Name, source: cfg.SourceID},
+	}
+	if err := s.configure(cfg); err != nil {
+		return nil, err
+	}
+	s.serverID = src.ServerID
+	if s.serverID == 0 {
+		s.serverID = generateServerID(cfg.Name, cfg.SourceID)
+	}
+	return s, nil
+}
+
+// configure installs cfg and the filters built from it.
+func (s *Syncer) configure(cfg *config.SubTaskConfig) error {
+	c := *cfg
+	if c.Syncer.WorkerCount < 1 {
+		c.Syncer.WorkerCount = 1
+	}
+	if c.Syncer.Batch < 1 {
+		c.Syncer.Batch = 1
+	}
+	if c.Syncer.CheckpointFlushInterval < 1 {
+		c.Syncer.CheckpointFlushInterval = 1
+	}
+	if c.MetaSchema == "" {
+		return errs.New(CodeConfig, false, "sync: subtask %q has no meta-schema for its checkpoints", c.Name)
+	}
+	events, err := newEventFilter(c.FilterRules, c.CaseSensitive)
+	if err != nil {
+		return errs.New(CodeConfig, false, "sync: subtask %q: %w", c.Name, err)
+	}
+	s.cfg = &c
+	s.filter = newTableFilter(c.BAList, c.CaseSensitive)
+	s.events = events
+	s.router = newRouter(c.RouteRules, c.CaseSensitive)
+	return nil
+}
+
+// Type is unit.TypeSync.
+func (s *Syncer) Type() unit.Type { return unit.TypeSync }
+
+// Init connects to the target, creates the checkpoint tables and learns the
+// source's flavor.
+func (s *Syncer) Init(ctx context.Context) error {
+	if s.target != nil {
+		if err := s.target.Close(); err != nil {
+			s.logger.Warn("close target pool of a failed Init", zap.Error(err))
+		}
+		s.target = nil
+	}
+	db, err := openTarget(s.cfg.TargetDatabase, s.cfg.Syncer.WorkerCount+4)
+	if err != nil {
+		return errs.New(CodeConfig, false, "sync: %w", err)
+	}
+	store := &checkpointStore{db: db, schema: s.cfg.MetaSchema, task: s.cfg.Name, source: s.cfg.SourceID}
+	if err := store.prepare(ctx); err != nil {
+		return closeAfter(db, err)
+	}
+	flavor := strings.ToLower(s.src.Flavor)
+	if flavor == "" {
+		srcDB, err := openSource(s.src.From)
+		if err != nil {
+			return closeAfter(db, errs.New(CodeConfig, false, "sync: %w", err))
+		}
+		flavor, err = detectFlavor(ctx, srcDB)
+		if cerr := srcDB.Close(); cerr != nil {
+			s.logger.Warn("close source pool", zap.Error(cerr))
+		}
+		if err != nil {
+			return closeAfter(db, errs.Wrap(err, CodeRead, "sync: source %s", s.cfg.SourceID))
+		}
+	}
+	s.target, s.store, s.flavor = db, store, flavor
+	return nil
+}
+
+func closeAfter(db *sql.DB, err error) error {
+	_ = db.Close() // the error being returned matters more
+	return err
+}
+
+// IsFreshTask reports whether no checkpoint was saved yet.
+func (s *Syncer) IsFreshTask(ctx context.Context) (bool, error) {
+	if s.store == nil {
+		return false, errs.New(CodeConfig, false, "sync: IsFreshTask before Init")
+	}
+	ok, err := s.store.exists(ctx)
+	return !ok, err
+}
+
+// Process replicates until ctx is cancelled or replication fails.
+func (s *Syncer) Process(ctx context.Context) unit.Result { return s.result(ctx, s.run(ctx)) }
+
+// Resume continues from the checkpoint; same contract as Process.
+func (s *Syncer) Resume(ctx context.Context) unit.Result { return s.result(ctx, s.run(ctx)) }
+
+func (s *Syncer) result(ctx context.Context, err error) unit.Result {
+	if ctx.Err() != nil {
+		return unit.Result{IsCanceled: true}
+	}
+	if err == nil {
+		return unit.Result{}
+	}
+	s.logger.Warn("sync unit stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
+	return unit.Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
+}
+
+// Pause does nothing: a run releases its binlog stream and workers when it
+// returns; the target pool is kept for Resume.
+func (s *Syncer) Pause() {}
+
+// Update applies new syncer tuning (worker-count, batch, safe-mode,
+// checkpoint-flush-interval) in place; any other change returns
+// unit.ErrUpdateUnsupported.
+func (s *Syncer) Update(_ context.Context, cfg *config.SubTaskConfig) error {
+	a, b := *s.cfg, *cfg
+	a.Syncer, b.Syncer = config.SyncerConfig{}, config.SyncerConfig{}
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil || !reflect.DeepEqual(ja, jb) {
+		return fmt.Errorf("sync: only the syncer settings can change in place: %w", unit.ErrUpdateUnsupported)
+	}
+	return s.configure(cfg)
+}
+
+// Close saves the checkpoint the last run reached and closes connections.
+func (s *Syncer) Close() {
+	if s.unsaved != nil && s.store != nil {
+		// Close has no caller context; bound the final flush instead.
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		if err := s.saveCheckpoint(ctx, *s.unsaved); err != nil {
+			s.logger.Warn("flush checkpoint on close", zap.Error(err))
+		}
+		cancel()
+	}
+	s.Kill()
+}
+
+// Kill closes connections without saving anything.
+func (s *Syncer) Kill() {
+	if s.target != nil {
+		if err := s.target.Close(); err != nil {
+			s.logger.Warn("close target pool", zap.Error(err))
+		}
+		s.target = nil
+	}
+	s.metrics.forget()
+}
+
+// saveCheckpoint writes cp and shows it in status.
+func (s *Syncer) saveCheckpoint(ctx context.Context, cp savedCheckpoint) error {
+	if err := s.store.save(ctx, cp); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.prog.checkpoint, s.prog.checkpointGTID = cp.loc.String(), cp.loc.GTID
+	s.mu.Unlock()
+	if s.unsaved != nil && s.unsaved.loc.Compare(cp.loc) <= 0 {
+		s.unsaved = nil
+	}
+	return nil
+}
+
+// CheckpointLocation is the saved checkpoint, which a paused subtask
+// resumes from (unit.CheckpointHolder).
+func (s *Syncer) CheckpointLocation() (binlog.Location, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prog.checkpoint == "" {
+		return binlog.Location{}, false
+	}
+	loc, err := binlog.ParseLocation(s.prog.checkpoint)
+	if err != nil {
+		return binlog.Location{}, false
+	}
+	loc.GTID = s.prog.checkpointGTID
+	return loc, true
+}
+
+// Status returns a Status.
+func (s *Syncer) Status() any {
+	s.mu.Lock()
+	st := Status{
+		Binlog: s.prog.binlog, BinlogGTID: s.prog.gtid,
+		Checkpoint: s.prog.checkpoint, CheckpointGTID: s.prog.checkpointGTID,
+		SafeMode: s.prog.safeMode, Warnings: append([]string(nil), s.prog.warnings...),
+		StuckOn: s.prog.stuckOn,
+	}
+	if !s.prog.eventTime.IsZero() {
+		st.LagSeconds = max(0, time.Since(s.prog.eventTime).Seconds())
+	}
+	if s.disp != nil {
+		st.QueueDepth = s.disp.queueDepth()
+	}
+	s.mu.Unlock()
+	st.Inserts = s.stats.rows[kindInsert].Load()
+	st.Updates = s.stats.rows[kindUpdate].Load()
+	st.Deletes = s.stats.rows[kindDelete].Load()
+	st.DDLs = s.stats.ddls.Load()
+	st.Transactions = s.stats.transactions.Load()
+	st.Batches = s.stats.batches.Load()
+	return st
+}

@@ -1,0 +1,272 @@
+package syncer
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/dmworker/dm-worker/pkg/errs"
+)
+
+// binaryCollation is the collation id of the binary character set.
+const binaryCollation = 63
+
+// tableInfo is what the apply path needs to know about one source table:
+// its column names in binlog order, how to convert values, and which
+// columns identify a row on the target.
+type tableInfo struct {
+	source, target tableName
+	columns        []string
+	types          []byte // real binlog column type (ENUM/SET resolved)
+	unsigned       []bool
+	binary         []bool // string column holding bytes (binary collation)
+	// key identifies a row: the primary key or a unique key over NOT NULL
+	// columns. Empty: the table has none and rows are matched on all
+	// columns.
+	key []int
+	// uniques are every unique key (key included), the causality keys.
+	uniques [][]int
+	// shape is the table map the info was built from, to notice changes.
+	shape *replication.TableMapEvent
+}
+
+// targetColumn and targetTable are the target's view of a table, read from
+// information_schema when the binlog lacks metadata and for unique keys.
+type targetColumn struct {
+	name     string
+	unsigned bool
+	binary   bool
+}
+
+type targetIndex struct {
+	name     string
+	columns  []string
+	primary  bool
+	nullable bool
+}
+
+type targetTable struct {
+	exists  bool
+	columns []targetColumn
+	uniques []targetIndex
+}
+
+// tableCache caches table info for the read loop that owns it (not safe for
+// concurrent use). DDL clears it.
+type tableCache struct {
+	db     *sql.DB
+	route  *router
+	infos  map[tableName]*tableInfo
+	target map[tableName]*targetTable
+}
+
+func newTableCache(db *sql.DB, r *router) *tableCache {
+	return &tableCache{db: db, route: r, infos: map[tableName]*tableInfo{}, target: map[tableName]*targetTable{}}
+}
+
+// invalidate forgets everything, after a DDL.
+func (c *tableCache) invalidate() {
+	clear(c.infos)
+	clear(c.target)
+}
+
+// realType resolves ENUM and SET, which the table map writes as STRING.
+func realType(tm *replication.TableMapEvent, i int) byte {
+	t := tm.ColumnType[i]
+	if t == mysql.MYSQL_TYPE_STRING && tm.ColumnMeta[i] >= 256 {
+		if rt := byte(tm.ColumnMeta[i] >> 8); rt == mysql.MYSQL_TYPE_ENUM || rt == mysql.MYSQL_TYPE_SET {
+			return rt
+		}
+	}
+	return t
+}
+
+func sameShape(a, b *replication.TableMapEvent) bool {
+	if a.ColumnCount != b.ColumnCount || !bytes.Equal(a.ColumnType, b.ColumnType) ||
+		!slices.Equal(a.ColumnMeta, b.ColumnMeta) || len(a.ColumnName) != len(b.ColumnName) ||
+		!slices.Equal(a.PrimaryKey, b.PrimaryKey) {
+		return false
+	}
+	for i := range a.ColumnName {
+		if !bytes.Equal(a.ColumnName[i], b.ColumnName[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// get returns the info of the table a table map describes.
+func (c *tableCache) get(ctx context.Context, tm *replication.TableMapEvent) (*tableInfo, error) {
+	src := tableName{Schema: string(tm.Schema), Table: string(tm.Table)}
+	if ti, ok := c.infos[src]; ok && (ti.shape == tm || sameShape(ti.shape, tm)) {
+		ti.shape = tm
+		return ti, nil
+	}
+	target := c.route.route(src.Schema, src.Table)
+	tt, err := c.targetTable(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	ti, err := buildTableInfo(src, target, tm, tt)
+	if err != nil {
+		return nil, err
+	}
+	c.infos[src] = ti
+	return ti, nil
+}
+
+// buildTableInfo combines the table map's metadata with the target's.
+func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *targetTable) (*tableInfo, error) {
+	n := int(tm.ColumnCount)
+	ti := &tableInfo{source: src, target: target, shape: tm,
+		types: make([]byte, n), unsigned: make([]bool, n), binary: make([]bool, n)}
+	names := tm.ColumnNameString()
+	fromTarget := len(names) != n
+	if fromTarget {
+		if !tt.exists || len(tt.columns) != n {
+			return nil, errs.New(CodeTable, false,
+				"sync: table %s: the binlog has %d columns without names (is binlog_row_metadata FULL on the source?) "+
+					"and target table %s has %d columns; create the target table with the same columns",
+				src, n, target, len(tt.columns))
+		}
+		names = make([]string, n)
+		for i, col := range tt.columns {
+			names[i] = col.name
+		}
+	}
+	ti.columns = names
+	byName := map[string]int{}
+	for i, name := range names {
+		byName[strings.ToLower(name)] = i
+	}
+	tcol := map[string]targetColumn{}
+	for _, col := range tt.columns {
+		tcol[strings.ToLower(col.name)] = col
+	}
+	unsigned := tm.UnsignedMap()
+	collations := tm.CollationMap()
+	for i := 0; i < n; i++ {
+		ti.types[i] = realType(tm, i)
+		tc, known := tcol[strings.ToLower(names[i])]
+		if unsigned != nil {
+			ti.unsigned[i] = unsigned[i]
+		} else if known {
+			ti.unsigned[i] = tc.unsigned
+		}
+		if coll, ok := collations[i]; ok {
+			ti.binary[i] = coll == binaryCollation
+		} else if known {
+			ti.binary[i] = tc.binary
+		} else {
+			ti.binary[i] = ti.types[i] == mysql.MYSQL_TYPE_BLOB
+		}
+	}
+	indexes := func(cols []string) []int {
+		out := make([]int, 0, len(cols))
+		for _, name := range cols {
+			i, ok := byName[strings.ToLower(name)]
+			if !ok {
+				return nil
+			}
+			out = append(out, i)
+		}
+		return out
+	}
+	if len(tm.PrimaryKey) > 0 {
+		for _, k := range tm.PrimaryKey {
+			ti.key = append(ti.key, int(k))
+		}
+	} else {
+		for _, idx := range tt.uniques {
+			if idx.nullable {
+				continue
+			}
+			if cols := indexes(idx.columns); cols != nil {
+				ti.key = cols
+				break
+			}
+		}
+	}
+	if len(ti.key) > 0 {
+		ti.uniques = append(ti.uniques, ti.key)
+	}
+	for _, idx := range tt.uniques {
+		cols := indexes(idx.columns)
+		if cols == nil || slices.Equal(cols, ti.key) {
+			continue
+		}
+		ti.uniques = append(ti.uniques, cols)
+	}
+	return ti, nil
+}
+
+// targetTable reads (and caches) the target's columns and unique keys.
+func (c *tableCache) targetTable(ctx context.Context, t tableName) (*targetTable, error) {
+	if tt, ok := c.target[t]; ok {
+		return tt, nil
+	}
+	tt, err := readTargetTable(ctx, c.db, t)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeTable, "sync: read structure of target table %s", t)
+	}
+	c.target[t] = tt
+	return tt, nil
+}
+
+func readTargetTable(ctx context.Context, db *sql.DB, t tableName) (_ *targetTable, err error) {
+	tt := &targetTable{}
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE, IFNULL(CHARACTER_SET_NAME, ''), DATA_TYPE "+
+		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+		t.Schema, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var name, colType, charset, dataType string
+		if err := rows.Scan(&name, &colType, &charset, &dataType); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		dataType = strings.ToLower(dataType)
+		tt.columns = append(tt.columns, targetColumn{
+			name:     name,
+			unsigned: strings.Contains(strings.ToLower(colType), "unsigned"),
+			binary:   charset == "" && (strings.Contains(dataType, "binary") || strings.Contains(dataType, "blob")),
+		})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, err
+	}
+	tt.exists = len(tt.columns) > 0
+	rows, err = db.QueryContext(ctx, "SELECT INDEX_NAME, COLUMN_NAME, NULLABLE FROM information_schema.STATISTICS "+
+		"WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0 ORDER BY INDEX_NAME = 'PRIMARY' DESC, INDEX_NAME, SEQ_IN_INDEX",
+		t.Schema, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, rows.Close()) }()
+	for rows.Next() {
+		var index, column, nullable string
+		if err := rows.Scan(&index, &column, &nullable); err != nil {
+			return nil, err
+		}
+		if len(tt.uniques) == 0 || tt.uniques[len(tt.uniques)-1].name != index {
+			tt.uniques = append(tt.uniques, targetIndex{name: index, primary: index == "PRIMARY"})
+		}
+		last := &tt.uniques[len(tt.uniques)-1]
+		last.columns = append(last.columns, column)
+		if strings.EqualFold(nullable, "YES") {
+			last.nullable = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read unique keys: %w", err)
+	}
+	return tt, nil
+}

@@ -1,0 +1,71 @@
+package syncer
+
+import (
+	"strconv"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/shopspring/decimal"
+)
+
+// convertValue turns a value decoded from a row image into a query
+// argument that writes exactly the same value: unsigned integers (decoded
+// as signed) are reinterpreted, decimals keep every digit, strings are
+// passed as bytes (so the column's own charset reads them), BIT values
+// become unsigned. Times arrive as strings (ParseTime off, TIMESTAMP in
+// UTC, which target sessions use too).
+func convertValue(v any, typ byte, unsigned bool) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case int8:
+		if unsigned {
+			return uint64(uint8(x))
+		}
+		return int64(x)
+	case int16:
+		if unsigned {
+			return uint64(uint16(x))
+		}
+		return int64(x)
+	case int32:
+		if unsigned {
+			if typ == mysql.MYSQL_TYPE_INT24 {
+				return uint64(uint32(x) & 0xFFFFFF)
+			}
+			return uint64(uint32(x))
+		}
+		return int64(x)
+	case int64:
+		if unsigned || typ == mysql.MYSQL_TYPE_BIT {
+			return uint64(x)
+		}
+		return x
+	case int:
+		return int64(x)
+	case decimal.Decimal:
+		return x.String()
+	case float64:
+		if typ == mysql.MYSQL_TYPE_NEWDECIMAL {
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		return x
+	case float32:
+		return float64(x)
+	case string:
+		return []byte(x)
+	case []byte:
+		return append([]byte(nil), x...)
+	default:
+		return v
+	}
+}
+
+// whereValue is the form of a converted value in a WHERE clause: text
+// columns compare as text (so the column's collation and index apply),
+// binary columns as bytes.
+func whereValue(v any, binary bool) any {
+	if b, ok := v.([]byte); ok && !binary {
+		return string(b)
+	}
+	return v
+}

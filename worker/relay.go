@@ -1,0 +1,358 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/relay"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// RelayOptions configure the relays NewRelayFactory creates.
+type RelayOptions struct {
+	// Worker is the worker's name, used for the generated replica server id.
+	Worker string
+	// Metrics may be nil; the creator registers them.
+	Metrics *relay.Metrics
+	Clock   Clock
+	// MasterStatusInterval is how often SHOW MASTER STATUS is refreshed
+	// for status while the relay runs (default 5s).
+	MasterStatusInterval time.Duration
+	// Reconnect backoff and retries before the relay pauses with the error
+	// (see relay.Config); zero values take the relay's defaults.
+	BackoffMin, BackoffMax time.Duration
+	MaxRetries             int
+}
+
+// NewRelayFactory returns a RelayFactory whose holders keep each source's
+// relay in <relayDir>/<source-id>.
+func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
+	if opts.MasterStatusInterval <= 0 {
+		opts.MasterStatusInterval = 5 * time.Second
+	}
+	return func(cfg *config.SourceConfig, logger *zap.Logger) (RelayHolder, error) {
+		dir := filepath.Join(relayDir, cfg.SourceID)
+		r, err := relay.New(relay.Config{
+			Dir: dir, Source: cfg, Worker: opts.Worker, Logger: logger, Metrics: opts.Metrics,
+			BackoffMin: opts.BackoffMin, BackoffMax: opts.BackoffMax, MaxRetries: opts.MaxRetries,
+			Now: opts.Clock.Now,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open relay of source %q in %s: %w", cfg.SourceID, dir, err)
+		}
+		return &FileRelay{relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"), stage: stage.New, purgeDone: make(chan struct{})}, nil
+	}
+}
+
+// FileRelay is the RelayHolder of a relay kept in local binlog files. It
+// also implements Resumable (via RelayHolder) and RelayPurger, and hands
+// out relay readers.
+type FileRelay struct {
+	relay *relay.Relay
+	cfg   *config.SourceConfig
+	opts  RelayOptions
+	log   *zap.Logger
+	ops   sync.Mutex // serialises Start/Pause/Resume/Close
+
+	mu        sync.Mutex // guards the fields below
+	stage     stage.Stage
+	result    *unit.Result
+	explicit  bool
+	cancel    context.CancelFunc // of the running pull; nil when not running
+	done      chan struct{}      // closed when the running pull returned
+	master    string
+	readers   int
+	purgeStop context.CancelFunc
+	purgeDone chan struct{}
+}
+
+var (
+	_ RelayHolder = (*FileRelay)(nil)
+	_ RelayPurger = (*FileRelay)(nil)
+)
+
+// Name names the relay in the checker's logs.
+func (h *FileRelay) Name() string { return "relay/" + h.cfg.SourceID }
+
+// Kind labels the relay in auto-resume metrics.
+func (h *FileRelay) Kind() string { return "relay" }
+
+// Stage is the current stage.
+func (h *FileRelay) Stage() stage.Stage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stage
+}
+
+// Result is the error that paused the relay, nil when it did not fail.
+func (h *FileRelay) Result() *unit.Result {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.result.Clone()
+}
+
+// ExplicitlyPaused reports whether Pause paused it.
+func (h *FileRelay) ExplicitlyPaused() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.explicit
+}
+
+// Relay returns the underlying relay.
+func (h *FileRelay) Relay() *relay.Relay { return h.relay }
+
+// Reader returns a new relay reader for one consumer; the sync unit and
+// stream tasks read the relay through it.
+func (h *FileRelay) Reader() binlog.StreamOpener {
+	h.mu.Lock()
+	h.readers++
+	n := h.readers
+	h.mu.Unlock()
+	return h.relay.NewReader(fmt.Sprintf("reader-%d", n))
+}
+
+// NewReader returns a relay reader with a name shown when it blocks a purge.
+func (h *FileRelay) NewReader(name string) *relay.Reader { return h.relay.NewReader(name) }
+
+// AddPurgeBlocker adds a source of positions the purger must keep (paused
+// or new subtasks that still need relay files).
+func (h *FileRelay) AddPurgeBlocker(b relay.Blocker) { h.relay.AddBlocker(b) }
+
+// Start starts pulling (New → Running) and the background purger. Like a
+// subtask's Run, the relay keeps ctx's values but not its cancellation.
+func (h *FileRelay) Start(ctx context.Context) error {
+	h.ops.Lock()
+	defer h.ops.Unlock()
+	h.mu.Lock()
+	if h.stage != stage.New {
+		st := h.stage
+		h.mu.Unlock()
+		return fmt.Errorf("start relay of source %q: already %s", h.cfg.SourceID, st)
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.purgeStop = cancel
+	h.mu.Unlock()
+	go func() {
+		defer close(h.purgeDone)
+		h.relay.RunPurger(pctx, h.cfg.Purge)
+	}()
+	h.run(ctx)
+	return nil
+}
+
+// run starts the pull goroutine; ops is held.
+func (h *FileRelay) run(ctx context.Context) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.stage, h.result, h.cancel, h.done = stage.Running, nil, cancel, done
+	h.mu.Unlock()
+	h.log.Info("relay running")
+	go func() {
+		defer close(done)
+		mctx, stopMaster := context.WithCancel(rctx)
+		masterDone := make(chan struct{})
+		go func() {
+			defer close(masterDone)
+			h.refreshMaster(mctx)
+		}()
+		err := h.relay.Run(rctx)
+		stopMaster()
+		<-masterDone
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err != nil && rctx.Err() == nil {
+			h.stage = stage.Paused
+			h.result = &unit.Result{Errors: []errs.Error{errs.Entry(err, h.opts.Clock.Now())}}
+			h.log.Error("relay paused by an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
+		}
+	}()
+}
+
+// refreshMaster refreshes SHOW MASTER STATUS until ctx is done.
+func (h *FileRelay) refreshMaster(ctx context.Context) {
+	t := time.NewTicker(h.opts.MasterStatusInterval)
+	defer t.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		loc, err := h.relay.MasterStatus(qctx)
+		cancel()
+		if err == nil {
+			h.mu.Lock()
+			h.master = loc.String()
+			h.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// cancelPull cancels the running pull and returns the channel closed when
+// it returned (nil when none runs); ops is held.
+func (h *FileRelay) cancelPull() chan struct{} {
+	h.mu.Lock()
+	cancel, done := h.cancel, h.done
+	h.cancel = nil
+	h.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	return done
+}
+
+// stopPull cancels the pull and waits for it, bounded by ctx; ops is held.
+func (h *FileRelay) stopPull(ctx context.Context) error {
+	done := h.cancelPull()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("relay of source %q: wait for the pull to stop: %w", h.cfg.SourceID, ctx.Err())
+	}
+}
+
+// Pause stops pulling and keeps what was written; the checker never
+// resumes an explicit pause.
+func (h *FileRelay) Pause(ctx context.Context) error {
+	h.ops.Lock()
+	defer h.ops.Unlock()
+	h.mu.Lock()
+	switch h.stage {
+	case stage.Running, stage.Paused, stage.New:
+	default:
+		st := h.stage
+		h.mu.Unlock()
+		return fmt.Errorf("pause relay of source %q: it is %s", h.cfg.SourceID, st)
+	}
+	h.stage, h.explicit = stage.Pausing, true
+	h.mu.Unlock()
+	err := h.stopPull(ctx)
+	h.mu.Lock()
+	h.stage = stage.Paused
+	h.mu.Unlock()
+	h.log.Info("relay paused")
+	return err
+}
+
+// Resume continues a paused relay, clearing its error and the explicit mark.
+func (h *FileRelay) Resume(ctx context.Context) error {
+	h.ops.Lock()
+	defer h.ops.Unlock()
+	return h.resume(ctx, false)
+}
+
+// AutoResume resumes a relay paused by resumable errors only.
+func (h *FileRelay) AutoResume(ctx context.Context) error {
+	h.ops.Lock()
+	defer h.ops.Unlock()
+	return h.resume(ctx, true)
+}
+
+func (h *FileRelay) resume(ctx context.Context, auto bool) error {
+	h.mu.Lock()
+	st, explicit, res := h.stage, h.explicit, h.result
+	h.mu.Unlock()
+	if st != stage.Paused {
+		return fmt.Errorf("resume relay of source %q: it is %s, not Paused", h.cfg.SourceID, st)
+	}
+	if auto && (explicit || !res.Resumable()) {
+		return fmt.Errorf("relay of source %q is not auto-resumable (explicit pause or a non-resumable error)", h.cfg.SourceID)
+	}
+	if err := h.stopPull(ctx); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.explicit = false
+	h.mu.Unlock()
+	h.run(ctx)
+	return nil
+}
+
+// Close stops pulling and the purger, waits for both and releases the
+// relay; the stage becomes Stopped.
+func (h *FileRelay) Close() {
+	h.ops.Lock()
+	defer h.ops.Unlock()
+	h.mu.Lock()
+	if h.stage == stage.Stopped {
+		h.mu.Unlock()
+		return
+	}
+	purgeStop := h.purgeStop
+	h.stage = stage.Stopping
+	h.mu.Unlock()
+	if done := h.cancelPull(); done != nil {
+		<-done
+	}
+
+	if purgeStop != nil {
+		purgeStop()
+		<-h.purgeDone
+	}
+	if err := h.relay.Close(); err != nil {
+		h.log.Warn("close relay", zap.Error(err))
+	}
+	h.mu.Lock()
+	h.stage = stage.Stopped
+	h.mu.Unlock()
+	h.log.Info("relay stopped")
+}
+
+// Kill is Close: the relay flushes only what it already wrote, which is
+// as fast as stopping without it.
+func (h *FileRelay) Kill() { h.Close() }
+
+// Status is the relay object of the worker status.
+func (h *FileRelay) Status() RelayStatus {
+	written := h.relay.Written()
+	pullErr := h.relay.Err()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := RelayStatus{
+		Enabled: true, Stage: h.stage, RelayBinlogGTID: written.GTID,
+		MasterBinlog: h.master, RelayDir: h.relay.Dir(), Errors: []errs.Error{},
+	}
+	if !written.IsZero() {
+		st.RelayBinlog = written.String()
+	}
+	if h.result != nil {
+		st.Errors = append(st.Errors, h.result.Errors...)
+	} else if pullErr != nil && h.stage == stage.Running {
+		st.Errors = append(st.Errors, errs.Entry(pullErr, h.opts.Clock.Now()))
+	}
+	return st
+}
+
+// Purge removes relay files (POST /api/v1/relay/purge).
+func (h *FileRelay) Purge(ctx context.Context, req PurgeRequest) ([]string, error) {
+	purged, err := h.relay.Purge(ctx, relay.PurgeRequest{Inactive: req.Inactive, Filename: req.Filename, Time: req.Time})
+	var forbidden *relay.PurgeForbiddenError
+	switch {
+	case errors.As(err, &forbidden):
+		return nil, &APIError{http.StatusConflict, CodePurgeForbidden, forbidden.Error()}
+	case errors.Is(err, relay.ErrFileNotFound):
+		return nil, &APIError{http.StatusBadRequest, CodeBadRequest, err.Error()}
+	}
+	return purged, err
+}
