@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -35,8 +34,10 @@ type RelayOptions struct {
 	MaxRetries             int
 }
 
-// NewRelayFactory returns a RelayFactory whose holders keep each source's
-// relay in <relayDir>/<source-id>.
+// NewRelayFactory returns a RelayFactory whose holders keep the relay in
+// relayDir itself, as DESIGN.md lays it out: <relay-dir>/<upstream-id>.<suffix>/.
+// A worker rebound to another source meets a different upstream id, which
+// starts a new subdirectory.
 func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 	if opts.Clock == nil {
 		opts.Clock = RealClock{}
@@ -45,7 +46,7 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 		opts.MasterStatusInterval = 5 * time.Second
 	}
 	return func(cfg *config.SourceConfig, logger *zap.Logger) (RelayHolder, error) {
-		dir := filepath.Join(relayDir, cfg.SourceID)
+		dir := relayDir
 		r, err := relay.New(relay.Config{
 			Dir: dir, Source: cfg, Worker: opts.Worker, Logger: logger, Metrics: opts.Metrics,
 			BackoffMin: opts.BackoffMin, BackoffMax: opts.BackoffMax, MaxRetries: opts.MaxRetries,
