@@ -18,7 +18,7 @@ func TestRelayMatchesSource(t *testing.T) {
 	dir := t.TempDir()
 	r := newRelay(t, dir, sourceConfig(src))
 	rn := startRun(t, r)
-	workload(t, src, rowsTotal, 1)
+	workload(t, src, rowsMatch, 1)
 	waitCaughtUp(t, r, src)
 	rn.stop(t)
 
