@@ -15,9 +15,9 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 )
 
-// workloadRows is the number of row changes of the mixed workload; raise it
-// to 200000 for a long soak.
-const workloadRows = 20000
+// workloadRows is the number of row changes of the mixed workload: the
+// issue's 200k row changes plus DDL.
+const workloadRows = 200000
 
 // workload writes random transactions of inserts, updates (also of the
 // primary and unique keys) and deletes to tables of the form

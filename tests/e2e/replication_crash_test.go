@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+)
+
+// Names of the replication tests' cluster.
+const (
+	replSource = "mysql-01"
+	replTask   = "crash"
+	replWorker = "w1"
+)
+
+// replication is a source and a target MariaDB, an etcd, one dm-worker
+// process bound to the source and an incremental task that replicates
+// crashDB from the source's position at set-up time.
+type replication struct {
+	t            *testing.T
+	c            *cluster
+	src, tgt     *mariadbtest.Instance
+	srcDB, tgtDB *sql.DB
+	wopts        workerOptions // same name and data dir on every restart
+	w            *workerProc   // the current process
+}
+
+// startReplication sets everything up through dmctl, creates crashTables
+// on the source (after the task's start position, so the DDL replicates
+// too) and waits until they exist on the target.
+func startReplication(t *testing.T, relay bool) *replication {
+	t.Helper()
+	// Small binlog files: the workload rotates them every second or so,
+	// so kills also hit the reader and the relay writer at rotations.
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, MaxBinlogSize: 256 << 10})
+	r := &replication{t: t, src: src, tgt: mariadbtest.StartTarget(t), c: newEtcdCluster(t)}
+	r.srcDB, r.tgtDB = r.src.DB(t), r.tgt.DB(t)
+	r.wopts = workerOptions{name: replWorker, endpoints: r.c.endpoints, prefix: r.c.prefix, dataDir: t.TempDir()}
+	r.w = startWorker(t, r.wopts)
+	waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive", func() bool {
+		var doc workerListDoc
+		r.c.json(&doc, "worker", "list")
+		return len(doc.Workers) == 1 && doc.Workers[0].Alive
+	})
+
+	file, pos, _ := r.src.MasterStatus(t)
+	r.c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: %s
+flavor: mariadb
+enable-relay: %t
+from: {host: 127.0.0.1, port: %d, user: root, password: ""}
+checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
+`, replSource, relay, r.src.Port())), "--worker", replWorker)
+	r.c.ok("task", "start", writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
+task-mode: incremental
+target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
+mysql-instances:
+  - source-id: %s
+    meta: {binlog-name: %s, binlog-pos: %d}
+    block-allow-list: only-crash
+    syncer-config-name: small
+block-allow-list:
+  only-crash: {do-dbs: [%s]}
+syncers:
+  small: {worker-count: 4, batch: 20, checkpoint-flush-interval: 1}
+`, replTask, r.tgt.Port(), replSource, file, pos, crashDB)))
+
+	r.src.Exec(t, "CREATE DATABASE "+crashDB)
+	for _, tb := range crashTables {
+		r.src.Exec(t, tb.ddl)
+	}
+	waitFor(t, 30*time.Second, "the task runs and created every table on the target", func() bool {
+		var n int
+		err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", crashDB).Scan(&n)
+		return err == nil && n == len(crashTables)
+	})
+	return r
+}
+
+// subtaskDoc is the part of GET /api/v1/subtasks/{task} the tests read.
+type subtaskDoc struct {
+	Name   string `json:"name"`
+	Stage  string `json:"stage"`
+	Unit   string `json:"unit"`
+	Errors []struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Resumable bool   `json:"resumable"`
+	} `json:"errors"`
+	Progress struct {
+		Binlog       string `json:"binlog"`
+		Checkpoint   string `json:"checkpoint"`
+		Inserts      uint64 `json:"inserts"`
+		Updates      uint64 `json:"updates"`
+		Deletes      uint64 `json:"deletes"`
+		Transactions uint64 `json:"transactions"`
+		SafeMode     bool   `json:"safe-mode"`
+	} `json:"progress"`
+}
+
+// syncing reports whether the sync unit runs without errors.
+func (d subtaskDoc) syncing() bool {
+	return d.Stage == "Running" && d.Unit == "Sync" && len(d.Errors) == 0
+}
+
+func (d subtaskDoc) String() string {
+	b, _ := json.Marshal(d)
+	return string(b)
+}
+
+// subtask reads the task's subtask status from the current worker; an
+// error when the worker does not answer or has no such subtask (yet).
+func (r *replication) subtask() (subtaskDoc, error) {
+	var d subtaskDoc
+	res, err := httpDo(http.MethodGet, r.w.url("/api/v1/subtasks/"+replTask), "")
+	if err != nil {
+		return d, err
+	}
+	if res.code != http.StatusOK {
+		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %d %s", replTask, res.code, res.body)
+	}
+	if err := json.Unmarshal([]byte(res.body), &d); err != nil {
+		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %w\n%s", replTask, err, res.body)
+	}
+	return d, nil
+}
+
+// killWorker kills the worker process with SIGKILL and waits for it.
+func (r *replication) killWorker() {
+	r.t.Helper()
+	r.w.signal(r.t, syscall.SIGKILL)
+	code, err := r.w.wait(10 * time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if code != -1 {
+		r.t.Fatalf("dm-worker exited with %d before the SIGKILL", code)
+	}
+}
+
+// restartWorker starts the worker again on the same data dir.
+func (r *replication) restartWorker() {
+	r.t.Helper()
+	r.w = startWorker(r.t, r.wopts)
+}
+
+// waitCaughtUp waits until CHECKSUM TABLE of every table is the same on
+// the target as on the source, for at most d, then compares every row.
+func (r *replication) waitCaughtUp(d time.Duration) {
+	r.t.Helper()
+	want, err := checksums(r.srcDB)
+	if err != nil {
+		r.t.Fatalf("source checksums: %v", err)
+	}
+	start := time.Now()
+	deadline := start.Add(d)
+	var got map[string]string
+	for {
+		got, err = checksums(r.tgtDB)
+		if err == nil && equalMaps(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			st, serr := r.subtask()
+			r.t.Errorf("target did not catch up within %s: checksums source %v, target %v (%v); subtask %v %v",
+				d, want, got, err, st, serr)
+			r.compareRows()
+			r.t.FailNow()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.t.Logf("target caught up %s after the workload stopped: checksums %v", time.Since(start).Round(time.Millisecond), got)
+	r.compareRows()
+}
+
+// checksums returns CHECKSUM TABLE of each of crashTables by name.
+func checksums(db *sql.DB) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := make([]string, len(crashTables))
+	for i, tb := range crashTables {
+		names[i] = crashDB + "." + tb.name
+	}
+	rows, err := db.QueryContext(ctx, "CHECKSUM TABLE "+strings.Join(names, ", "))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var name string
+		var sum sql.NullString
+		if err := rows.Scan(&name, &sum); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		if !sum.Valid {
+			return nil, errors.Join(fmt.Errorf("CHECKSUM TABLE %s: NULL (no such table)", name), rows.Close())
+		}
+		out[name] = sum.String
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// compareRows compares every table row by row in primary key order and
+// reports the first differences.
+func (r *replication) compareRows() {
+	r.t.Helper()
+	for _, tb := range crashTables {
+		q := "SELECT * FROM " + crashDB + "." + tb.name + " ORDER BY " + tb.orderBy
+		want, err := readRows(r.srcDB, q)
+		if err != nil {
+			r.t.Fatalf("source: %s: %v", q, err)
+		}
+		got, err := readRows(r.tgtDB, q)
+		if err != nil {
+			r.t.Fatalf("target: %s: %v", q, err)
+		}
+		if diff := diffRows(want, got, 5); diff != "" {
+			r.t.Errorf("%s.%s: target differs from source (%d rows on the source, %d on the target):\n%s",
+				crashDB, tb.name, len(want), len(got), diff)
+			continue
+		}
+		r.t.Logf("%s.%s: %d rows, equal", crashDB, tb.name, len(want))
+	}
+}
+
+// readRows reads every row of q as text, NULL as `NULL` and values quoted.
+func readRows(db *sql.DB, q string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, errors.Join(err, rows.Close())
+	}
+	var out []string
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		fields := make([]string, len(cols))
+		for i, v := range vals {
+			if v == nil {
+				fields[i] = "NULL"
+			} else {
+				fields[i] = fmt.Sprintf("%q", v)
+			}
+		}
+		out = append(out, strings.Join(fields, ", "))
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// diffRows describes up to limit rows found on one side only; "" when
+// the two lists (sorted by primary key) are equal.
+func diffRows(want, got []string, limit int) string {
+	if slices.Equal(want, got) {
+		return ""
+	}
+	var b strings.Builder
+	only := func(side string, rows, other []string) {
+		left := map[string]int{}
+		for _, row := range other {
+			left[row]++
+		}
+		n := 0
+		for _, row := range rows {
+			if left[row] > 0 {
+				left[row]--
+				continue
+			}
+			if n == limit {
+				b.WriteString("  ...\n")
+				return
+			}
+			fmt.Fprintf(&b, "  only on the %s: %s\n", side, row)
+			n++
+		}
+	}
+	only("source", want, got)
+	only("target", got, want)
+	if b.Len() == 0 {
+		b.WriteString("  same rows in another order\n")
+	}
+	return b.String()
+}
