@@ -131,8 +131,9 @@ func New(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("relay").With(zap.String("source", cfg.Source.SourceID)),
+		cfg: cfg,
+		// The caller's logger already names the source.
+		log:     cfg.Logger.Named("relay"),
 		db:      db,
 		source:  cfg.Source.SourceID,
 		wake:    make(chan struct{}),

@@ -39,6 +39,7 @@ type ServerConfig struct {
 	NewFactory FactoryBuilder
 	NewRelay   RelayFactory
 	Metrics    *Metrics
+	// Logger is passed down to everything; it should name the worker.
 	Logger     *zap.Logger
 	Clock      Clock
 	// StatusInterval is how often P/status/{worker} is refreshed (default 5s,
@@ -107,7 +108,7 @@ func NewServer(cfg ServerConfig) *Server {
 	return &Server{
 		cfg:   cfg,
 		store: ha.NewStore(cfg.Client, cfg.Prefix),
-		log:   cfg.Logger.With(zap.String("worker", cfg.Name)),
+		log:   cfg.Logger, // the caller's logger names the worker
 	}
 }
 

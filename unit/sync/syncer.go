@@ -71,9 +71,10 @@ func New(cfg *config.SubTaskConfig, src *config.SourceConfig, relay func() binlo
 		logger = zap.NewNop()
 	}
 	s := &Syncer{
-		src:     src,
-		relay:   relay,
-		logger:  logger.With(zap.String("unit", string(unit.TypeSync)), zap.String("task", cfg.Name), zap.String("source", cfg.SourceID)),
+		src:   src,
+		relay: relay,
+		// The subtask's logger already names the source, task and unit.
+		logger:  logger,
 		metrics: &unitMetrics{m: metrics, task: cfg.Name, source: cfg.SourceID},
 	}
 	if err := s.configure(cfg); err != nil {
