@@ -40,8 +40,8 @@ type ServerConfig struct {
 	NewRelay   RelayFactory
 	Metrics    *Metrics
 	// Logger is passed down to everything; it should name the worker.
-	Logger     *zap.Logger
-	Clock      Clock
+	Logger *zap.Logger
+	Clock  Clock
 	// StatusInterval is how often P/status/{worker} is refreshed (default 5s,
 	// at most 10s by contract).
 	StatusInterval time.Duration
