@@ -16,6 +16,8 @@ FAILPOINT_CTL ?= $(GOBIN_DIR)/failpoint-ctl
 FAILPOINT_PKGS ?= ./unit/sync
 # Test files that need live failpoints carry `//go:build failpoint`; the packages holding such
 # files are run once more, with -tags failpoint, while FAILPOINT_PKGS are enabled.
+# Only the tests written for live failpoints run in that pass; the packages' other tests already ran.
+FAILPOINT_TEST_RUN ?= FaultPoint|Failpoint
 FAILPOINT_TEST_PKGS = $(shell grep -rlE --include='*_test.go' '^//go:build .*\bfailpoint\b' . 2>/dev/null | xargs -r -n1 dirname | sort -u)
 
 # -race on the integration tests too: they are the ones that drive the worker's goroutines
@@ -94,8 +96,8 @@ test-failpoint:
 	trap 'exit 130' INT TERM; \
 	echo "failpoint-ctl enable $(FAILPOINT_PKGS)"; \
 	$(FAILPOINT_CTL) enable $(FAILPOINT_PKGS); \
-	echo "go test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT)" $$pkgs; \
-	$(GO) test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT) $$pkgs
+	echo "go test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(FAILPOINT_TEST_RUN)'" $$pkgs; \
+	$(GO) test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(FAILPOINT_TEST_RUN)' $$pkgs
 
 ## vet: go vet ./...
 vet:
@@ -105,9 +107,11 @@ vet:
 deps:
 	bash scripts/install-deps.sh
 
-## bench: every benchmark, no tests
+## bench: relay vs mariadb-binlog --raw, sync vs native replication (1 and 4 threads), stage-to-action
+## latency; results in tests/bench/results.tsv and docs/benchmarks.md (BENCH_RELAY_MB, BENCH_SYNC_ROWS)
 bench:
-	$(GO) test -run '^$$' -bench . ./...
+	bash scripts/install-deps.sh --bench
+	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./tests/bench
 
 ## failpoint-enable: rewrite failpoint markers into live code in FAILPOINT_PKGS (the whole tree when empty)
 failpoint-enable:

@@ -1,0 +1,22 @@
+//go:build bench
+
+// Package bench holds dm-worker's end-to-end benchmarks, run by `make bench` (build tag bench,
+// so `make test` never compiles them):
+//
+//   - TestRelayThroughput: the relay pulling a pre-generated binlog of BENCH_RELAY_MB MiB
+//     (default 512) into a relay directory, against `mariadb-binlog --read-from-remote-server
+//     --raw` on the same files;
+//   - TestSyncCatchUp: the sync unit (incremental, worker-count 16, batch 100) catching up a
+//     backlog of BENCH_SYNC_ROWS row changes (default 1000000), against native MariaDB
+//     replication of the same binlog, single-threaded and with slave_parallel_threads=4;
+//   - TestStageToAction: worker's BenchmarkStageToAction, run through `go test -bench`.
+//
+// Each benchmark logs one "BENCH ..." result line and appends one row to the results file
+// (BENCH_RESULTS, default results.tsv in this directory). Our side of each comparison runs in a
+// child process (this test binary re-executed, see child_test.go) so that its peak RSS and CPU
+// time are its own, as they are for mariadb-binlog; native replication runs inside the target
+// mariadbd, whose peak RSS is reported instead.
+//
+// The package owns only the MariaDB instances, directories and child processes it starts; it
+// never connects to a server it did not start and sends traffic only over loopback.
+package bench
