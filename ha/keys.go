@@ -72,16 +72,14 @@ func (k Keys) SubTaskConfig(source, task string) string { return k.SubTaskConfig
 
 // SubTaskConfigPrefix is P/task/config/{source}/.
 func (k Keys) SubTaskConfigPrefix(source string) string {
-	return k.Prefix + kindSubTaskConfig + source + "/"
+	return k.perSource(kindSubTaskConfig, source)
 }
 
 // SubTaskStage is P/stage/subtask/{source}/{task}.
 func (k Keys) SubTaskStage(source, task string) string { return k.SubTaskStagePrefix(source) + task }
 
 // SubTaskStagePrefix is P/stage/subtask/{source}/.
-func (k Keys) SubTaskStagePrefix(source string) string {
-	return k.Prefix + kindSubTaskStage + source + "/"
-}
+func (k Keys) SubTaskStagePrefix(source string) string { return k.perSource(kindSubTaskStage, source) }
 
 // ValidatorStage is P/stage/validator/{source}/{task}.
 func (k Keys) ValidatorStage(source, task string) string {
@@ -90,7 +88,7 @@ func (k Keys) ValidatorStage(source, task string) string {
 
 // ValidatorStagePrefix is P/stage/validator/{source}/.
 func (k Keys) ValidatorStagePrefix(source string) string {
-	return k.Prefix + kindValidatorStage + source + "/"
+	return k.perSource(kindValidatorStage, source)
 }
 
 // StreamConfig is P/stream/config/{source}/{stream}.
@@ -99,19 +97,13 @@ func (k Keys) StreamConfig(source, stream string) string {
 }
 
 // StreamConfigPrefix is P/stream/config/{source}/.
-func (k Keys) StreamConfigPrefix(source string) string {
-	return k.Prefix + kindStreamConfig + source + "/"
-}
+func (k Keys) StreamConfigPrefix(source string) string { return k.perSource(kindStreamConfig, source) }
 
 // StreamStage is P/stage/stream/{source}/{stream}.
-func (k Keys) StreamStage(source, stream string) string {
-	return k.StreamStagePrefix(source) + stream
-}
+func (k Keys) StreamStage(source, stream string) string { return k.StreamStagePrefix(source) + stream }
 
 // StreamStagePrefix is P/stage/stream/{source}/.
-func (k Keys) StreamStagePrefix(source string) string {
-	return k.Prefix + kindStreamStage + source + "/"
-}
+func (k Keys) StreamStagePrefix(source string) string { return k.perSource(kindStreamStage, source) }
 
 // Status is P/status/{worker}.
 func (k Keys) Status(worker string) string { return k.StatusPrefix() + worker }
@@ -119,37 +111,54 @@ func (k Keys) Status(worker string) string { return k.StatusPrefix() + worker }
 // StatusPrefix is P/status/.
 func (k Keys) StatusPrefix() string { return k.Prefix + kindStatus }
 
+// perSource is P+kind+{source}/, the prefix of the named keys of a source.
+func (k Keys) perSource(kind, source string) string { return k.Prefix + kind + source + "/" }
+
 // parse1 returns the one name of a key of the given kind (P+kind+{name}),
 // validated as a nameKind name.
 func (k Keys) parse1(key, kind, nameKind string) (string, error) {
-	rest, ok := strings.CutPrefix(key, k.Prefix+kind)
-	if !ok {
-		return "", fmt.Errorf("%w: %q is not under %s", ErrBadKey, key, k.Prefix+kind)
+	name, err := k.trim(key, kind)
+	if err != nil {
+		return "", err
 	}
-	if err := config.ValidateName(nameKind, rest); err != nil {
-		return "", fmt.Errorf("key %s: %w", key, err)
-	}
-	return rest, nil
+	return name, validKeyName(key, nameKind, name)
 }
 
 // parse2 returns the source and the task/stream name of a key of the given
 // kind (P+kind+{source}/{name}), both validated.
 func (k Keys) parse2(key, kind, nameKind string) (source, name string, err error) {
-	rest, ok := strings.CutPrefix(key, k.Prefix+kind)
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not under %s", ErrBadKey, key, k.Prefix+kind)
+	rest, err := k.trim(key, kind)
+	if err != nil {
+		return "", "", err
 	}
-	source, name, ok = strings.Cut(rest, "/")
+	source, name, ok := strings.Cut(rest, "/")
 	if !ok {
 		return "", "", fmt.Errorf("%w: %q has no {source}/{%s} after %s", ErrBadKey, key, nameKind, k.Prefix+kind)
 	}
-	if err := config.ValidateName("source", source); err != nil {
-		return "", "", fmt.Errorf("key %s: %w", key, err)
+	if err := validKeyName(key, "source", source); err != nil {
+		return "", "", err
 	}
-	if err := config.ValidateName(nameKind, name); err != nil {
-		return "", "", fmt.Errorf("key %s: %w", key, err)
+	if err := validKeyName(key, nameKind, name); err != nil {
+		return "", "", err
 	}
 	return source, name, nil
+}
+
+// trim returns what follows P+kind in key.
+func (k Keys) trim(key, kind string) (string, error) {
+	rest, ok := strings.CutPrefix(key, k.Prefix+kind)
+	if !ok {
+		return "", fmt.Errorf("%w: %q is not under %s", ErrBadKey, key, k.Prefix+kind)
+	}
+	return rest, nil
+}
+
+// validKeyName checks a nameKind name read from key.
+func validKeyName(key, nameKind, name string) error {
+	if err := config.ValidateName(nameKind, name); err != nil {
+		return fmt.Errorf("key %s: %w", key, err)
+	}
+	return nil
 }
 
 // lastSegment returns what follows prefix in key, for listing keys whose

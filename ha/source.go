@@ -52,6 +52,15 @@ func (s *Store) DeleteSourceConfig(ctx context.Context, source string) (int64, e
 	return s.del(ctx, s.keys.SourceConfig(source))
 }
 
+// putBound writes b at key(b.Worker), for the bound and relay bound kinds;
+// what names the kind in errors.
+func (s *Store) putBound(ctx context.Context, what string, key func(worker string) string, b Bound) (int64, error) {
+	if err := validateBound(b); err != nil {
+		return 0, fmt.Errorf("ha: put %s: %w", what, err)
+	}
+	return s.put(ctx, key(b.Worker), b)
+}
+
 func validateBound(b Bound) error {
 	if err := config.ValidateName("worker", b.Worker); err != nil {
 		return err
@@ -59,20 +68,24 @@ func validateBound(b Bound) error {
 	return config.ValidateName("source", b.Source)
 }
 
+// getBound reads key(worker) with dec, for the bound and relay bound kinds;
+// found is false when absent.
+func (s *Store) getBound(ctx context.Context, what string, key func(worker string) string, dec Decoder[Bound],
+	worker string) (b Bound, found bool, rev int64, err error) {
+	if err := config.ValidateName("worker", worker); err != nil {
+		return Bound{}, false, 0, fmt.Errorf("ha: get %s: %w", what, err)
+	}
+	return getOne(ctx, s, key(worker), dec)
+}
+
 // PutBound writes P/source/bound/{b.Worker}.
 func (s *Store) PutBound(ctx context.Context, b Bound) (int64, error) {
-	if err := validateBound(b); err != nil {
-		return 0, fmt.Errorf("ha: put bound: %w", err)
-	}
-	return s.put(ctx, s.keys.Bound(b.Worker), b)
+	return s.putBound(ctx, "bound", s.keys.Bound, b)
 }
 
 // GetBound reads P/source/bound/{worker}; found is false when absent.
 func (s *Store) GetBound(ctx context.Context, worker string) (b Bound, found bool, rev int64, err error) {
-	if err := config.ValidateName("worker", worker); err != nil {
-		return Bound{}, false, 0, fmt.Errorf("ha: get bound: %w", err)
-	}
-	return getOne(ctx, s, s.keys.Bound(worker), s.DecodeBound)
+	return s.getBound(ctx, "bound", s.keys.Bound, s.DecodeBound, worker)
 }
 
 // GetBounds returns every bound by worker name. Malformed keys are left out
@@ -88,18 +101,12 @@ func (s *Store) DeleteBound(ctx context.Context, worker string) (int64, error) {
 
 // PutRelayBound writes P/source/relay/{b.Worker}.
 func (s *Store) PutRelayBound(ctx context.Context, b Bound) (int64, error) {
-	if err := validateBound(b); err != nil {
-		return 0, fmt.Errorf("ha: put relay bound: %w", err)
-	}
-	return s.put(ctx, s.keys.RelayBound(b.Worker), b)
+	return s.putBound(ctx, "relay bound", s.keys.RelayBound, b)
 }
 
 // GetRelayBound reads P/source/relay/{worker}; found is false when absent.
 func (s *Store) GetRelayBound(ctx context.Context, worker string) (b Bound, found bool, rev int64, err error) {
-	if err := config.ValidateName("worker", worker); err != nil {
-		return Bound{}, false, 0, fmt.Errorf("ha: get relay bound: %w", err)
-	}
-	return getOne(ctx, s, s.keys.RelayBound(worker), s.DecodeRelayBound)
+	return s.getBound(ctx, "relay bound", s.keys.RelayBound, s.DecodeRelayBound, worker)
 }
 
 // GetRelayBounds returns every relay bound by worker name. Malformed keys

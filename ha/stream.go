@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/stage"
 )
@@ -61,75 +58,31 @@ func (s *Store) DeleteStreamStage(ctx context.Context, source, stream string) (i
 	return s.del(ctx, s.keys.StreamStage(source, stream))
 }
 
+// streamKind is a stream's keys: config, stage.
+var streamKind = itemKind[*StreamItem]{
+	what:     "stream",
+	nameKind: "stream",
+	newItem:  func(name string) *StreamItem { return &StreamItem{Name: name} },
+	parts: []itemPart[*StreamItem]{
+		part(Keys.StreamConfigPrefix, (*Store).DecodeStreamConfig, func(it *StreamItem, cfg *config.StreamConfig, rev int64) {
+			it.Config, it.ConfigRevision = cfg, rev
+		}),
+		part(Keys.StreamStagePrefix, (*Store).DecodeStreamStage, func(it *StreamItem, st Stage, _ int64) { it.Stage = &st }),
+	},
+}
+
 // GetStreams reads the configs and stages of every stream of source in one
 // transaction.
 func (s *Store) GetStreams(ctx context.Context, source string) (StreamSnapshot, error) {
-	if err := config.ValidateName("source", source); err != nil {
-		return StreamSnapshot{}, fmt.Errorf("ha: get streams: %w", err)
-	}
-	prefixes := []string{s.keys.StreamConfigPrefix(source), s.keys.StreamStagePrefix(source)}
-	kvs, rev, err := s.txn(ctx, "get streams of source "+source,
-		clientv3.OpGet(prefixes[0], clientv3.WithPrefix()),
-		clientv3.OpGet(prefixes[1], clientv3.WithPrefix()))
+	items, rev, err := getItems(ctx, s, &streamKind, source)
 	if err != nil {
 		return StreamSnapshot{}, err
 	}
-	snap := StreamSnapshot{Revision: rev, Items: make(map[string]*StreamItem)}
-	for i, list := range kvs {
-		for _, kv := range list {
-			name := lastSegment(string(kv.Key), prefixes[i])
-			it, ok := snap.Items[name]
-			if !ok {
-				it = &StreamItem{Name: name}
-				snap.Items[name] = it
-			}
-			s.fillStream(it, i, kv)
-		}
-	}
-	return snap, nil
+	return StreamSnapshot{Revision: rev, Items: items}, nil
 }
 
 // GetStream reads the config and stage of one stream in one transaction.
 // The item is nil when neither key exists.
 func (s *Store) GetStream(ctx context.Context, source, stream string) (*StreamItem, int64, error) {
-	if err := validateNames(source, "stream", stream); err != nil {
-		return nil, 0, fmt.Errorf("ha: get stream: %w", err)
-	}
-	kvs, rev, err := s.txn(ctx, "get stream "+source+"/"+stream,
-		clientv3.OpGet(s.keys.StreamConfig(source, stream)),
-		clientv3.OpGet(s.keys.StreamStage(source, stream)))
-	if err != nil {
-		return nil, 0, err
-	}
-	var it *StreamItem
-	for i, list := range kvs {
-		for _, kv := range list {
-			if it == nil {
-				it = &StreamItem{Name: stream}
-			}
-			s.fillStream(it, i, kv)
-		}
-	}
-	return it, rev, nil
-}
-
-// fillStream decodes kv, read by op i of a stream read (0 config, 1 stage),
-// into it.
-func (s *Store) fillStream(it *StreamItem, i int, kv *mvccpb.KeyValue) {
-	var err error
-	switch i {
-	case 0:
-		var cfg *config.StreamConfig
-		if cfg, err = decodeKV(s.DecodeStreamConfig, kv); err == nil {
-			it.Config, it.ConfigRevision = cfg, kv.ModRevision
-		}
-	case 1:
-		var st Stage
-		if st, err = decodeKV(s.DecodeStreamStage, kv); err == nil {
-			it.Stage = &st
-		}
-	}
-	if err != nil {
-		it.Err = errors.Join(it.Err, err)
-	}
+	return getItem(ctx, s, &streamKind, source, stream)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dmworker/dm-worker/config"
@@ -104,90 +103,34 @@ func (s *Store) PutSubTask(ctx context.Context, cfg *config.SubTaskConfig, st St
 	return rev, err
 }
 
+// subTaskKind is a subtask's keys: config, stage, validator stage.
+var subTaskKind = itemKind[*SubTaskItem]{
+	what:     "subtask",
+	nameKind: "task",
+	newItem:  func(name string) *SubTaskItem { return &SubTaskItem{Name: name} },
+	parts: []itemPart[*SubTaskItem]{
+		part(Keys.SubTaskConfigPrefix, (*Store).DecodeSubTaskConfig, func(it *SubTaskItem, cfg *config.SubTaskConfig, rev int64) {
+			it.Config, it.ConfigRevision = cfg, rev
+		}),
+		part(Keys.SubTaskStagePrefix, (*Store).DecodeSubTaskStage, func(it *SubTaskItem, st Stage, _ int64) { it.Stage = &st }),
+		part(Keys.ValidatorStagePrefix, (*Store).DecodeValidatorStage, func(it *SubTaskItem, st Stage, _ int64) { it.ValidatorStage = &st }),
+	},
+}
+
 // GetSubTasks reads the configs, stages and validator stages of every task
 // of source in one transaction.
 func (s *Store) GetSubTasks(ctx context.Context, source string) (SubTaskSnapshot, error) {
-	if err := config.ValidateName("source", source); err != nil {
-		return SubTaskSnapshot{}, fmt.Errorf("ha: get subtasks: %w", err)
-	}
-	prefixes := []string{
-		s.keys.SubTaskConfigPrefix(source),
-		s.keys.SubTaskStagePrefix(source),
-		s.keys.ValidatorStagePrefix(source),
-	}
-	kvs, rev, err := s.txn(ctx, "get subtasks of source "+source,
-		clientv3.OpGet(prefixes[0], clientv3.WithPrefix()),
-		clientv3.OpGet(prefixes[1], clientv3.WithPrefix()),
-		clientv3.OpGet(prefixes[2], clientv3.WithPrefix()))
+	items, rev, err := getItems(ctx, s, &subTaskKind, source)
 	if err != nil {
 		return SubTaskSnapshot{}, err
 	}
-	snap := SubTaskSnapshot{Revision: rev, Items: make(map[string]*SubTaskItem)}
-	item := func(name string) *SubTaskItem {
-		it, ok := snap.Items[name]
-		if !ok {
-			it = &SubTaskItem{Name: name}
-			snap.Items[name] = it
-		}
-		return it
-	}
-	for i, list := range kvs {
-		for _, kv := range list {
-			s.fillSubTask(item(lastSegment(string(kv.Key), prefixes[i])), i, kv)
-		}
-	}
-	return snap, nil
+	return SubTaskSnapshot{Revision: rev, Items: items}, nil
 }
 
 // GetSubTask reads the config, stage and validator stage of one task in one
 // transaction. The item is nil when none of the three keys exists.
 func (s *Store) GetSubTask(ctx context.Context, source, task string) (*SubTaskItem, int64, error) {
-	if err := validateNames(source, "task", task); err != nil {
-		return nil, 0, fmt.Errorf("ha: get subtask: %w", err)
-	}
-	kvs, rev, err := s.txn(ctx, "get subtask "+source+"/"+task,
-		clientv3.OpGet(s.keys.SubTaskConfig(source, task)),
-		clientv3.OpGet(s.keys.SubTaskStage(source, task)),
-		clientv3.OpGet(s.keys.ValidatorStage(source, task)))
-	if err != nil {
-		return nil, 0, err
-	}
-	var it *SubTaskItem
-	for i, list := range kvs {
-		for _, kv := range list {
-			if it == nil {
-				it = &SubTaskItem{Name: task}
-			}
-			s.fillSubTask(it, i, kv)
-		}
-	}
-	return it, rev, nil
-}
-
-// fillSubTask decodes kv, read by op i of a subtask read (0 config, 1
-// stage, 2 validator stage), into it.
-func (s *Store) fillSubTask(it *SubTaskItem, i int, kv *mvccpb.KeyValue) {
-	var err error
-	switch i {
-	case 0:
-		var cfg *config.SubTaskConfig
-		if cfg, err = decodeKV(s.DecodeSubTaskConfig, kv); err == nil {
-			it.Config, it.ConfigRevision = cfg, kv.ModRevision
-		}
-	case 1:
-		var st Stage
-		if st, err = decodeKV(s.DecodeSubTaskStage, kv); err == nil {
-			it.Stage = &st
-		}
-	case 2:
-		var st Stage
-		if st, err = decodeKV(s.DecodeValidatorStage, kv); err == nil {
-			it.ValidatorStage = &st
-		}
-	}
-	if err != nil {
-		it.Err = errors.Join(it.Err, err)
-	}
+	return getItem(ctx, s, &subTaskKind, source, task)
 }
 
 func validateSubTaskConfig(cfg *config.SubTaskConfig) error {

@@ -30,27 +30,33 @@ type cluster struct {
 func readCluster(ctx context.Context, st *ha.Store) (*cluster, error) {
 	c := &cluster{bad: make(map[string]*ha.KeyError), keys: st.Keys()}
 	var err error
-	c.infos, _, err = st.GetWorkerInfos(ctx)
-	if err = c.tolerate(err); err != nil {
-		return nil, fmt.Errorf("read worker infos: %w", err)
+	if c.infos, err = readAll(ctx, c, "worker infos", st.GetWorkerInfos); err != nil {
+		return nil, err
 	}
-	c.keepalives, _, err = st.GetKeepalives(ctx)
-	if err = c.tolerate(err); err != nil {
-		return nil, fmt.Errorf("read worker keepalives: %w", err)
+	if c.keepalives, err = readAll(ctx, c, "worker keepalives", st.GetKeepalives); err != nil {
+		return nil, err
 	}
-	c.bounds, _, err = st.GetBounds(ctx)
-	if err = c.tolerate(err); err != nil {
-		return nil, fmt.Errorf("read source bindings: %w", err)
+	if c.bounds, err = readAll(ctx, c, "source bindings", st.GetBounds); err != nil {
+		return nil, err
 	}
-	c.relayBounds, _, err = st.GetRelayBounds(ctx)
-	if err = c.tolerate(err); err != nil {
-		return nil, fmt.Errorf("read relay bindings: %w", err)
+	if c.relayBounds, err = readAll(ctx, c, "relay bindings", st.GetRelayBounds); err != nil {
+		return nil, err
 	}
-	c.sources, _, err = st.GetSourceConfigs(ctx)
-	if err = c.tolerate(err); err != nil {
-		return nil, fmt.Errorf("read source configs: %w", err)
+	if c.sources, err = readAll(ctx, c, "source configs", st.GetSourceConfigs); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// readAll reads one key kind with get, recording its malformed keys in c
+// (see tolerate).
+func readAll[T any](ctx context.Context, c *cluster, what string,
+	get func(context.Context) (map[string]T, int64, error)) (map[string]T, error) {
+	m, _, err := get(ctx)
+	if err = c.tolerate(err); err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
+	}
+	return m, nil
 }
 
 // tolerate records the malformed keys of a *ha.KeyErrors (the entries that

@@ -50,6 +50,6 @@ func scanIndex(ctx context.Context, st *ha.Store, prefixes ...string) (nameIndex
 // root returns the prefix of a per-source key kind across all sources.
 // ha.Keys builds the per-source prefix as {root}{source}/, so the root is
 // the prefix of the empty source name without its last "/".
-func root(perSource func(source string) string) string {
-	return strings.TrimSuffix(perSource(""), "/")
+func root(k ha.Keys, perSource func(k ha.Keys, source string) string) string {
+	return strings.TrimSuffix(perSource(k, ""), "/")
 }

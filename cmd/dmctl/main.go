@@ -320,11 +320,16 @@ func newFlags(cmd *command) *flag.FlagSet {
 // positional parses a command without flags and checks its name
 // arguments: kinds[i] is "source", "worker", "task" or "stream".
 func positional(cmd *command, args []string, kinds ...string) ([]string, error) {
+	return positionalFlags(cmd, newFlags(cmd), args, kinds...)
+}
+
+// positionalFlags is positional for a command with the flags of fs.
+func positionalFlags(cmd *command, fs *flag.FlagSet, args []string, kinds ...string) ([]string, error) {
 	want := make([]string, len(kinds))
 	for i, k := range kinds {
 		want[i] = strings.ToUpper(k)
 	}
-	pos, err := parseArgs(cmd, newFlags(cmd), args, want...)
+	pos, err := parseArgs(cmd, fs, args, want...)
 	if err != nil {
 		return nil, err
 	}
@@ -334,4 +339,45 @@ func positional(cmd *command, args []string, kinds ...string) ([]string, error) 
 		}
 	}
 	return pos, nil
+}
+
+// connect parses a command's name arguments (see positional) and connects
+// to etcd.
+func (e *env) connect(ctx context.Context, cmd *command, args []string, kinds ...string) ([]string, *ha.Store, error) {
+	pos, err := positional(cmd, args, kinds...)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := e.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pos, st, nil
+}
+
+// connectCluster parses a command's name arguments (see positional),
+// connects to etcd and reads the cluster.
+func (e *env) connectCluster(ctx context.Context, cmd *command, args []string, kinds ...string) ([]string, *ha.Store, *cluster, error) {
+	pos, err := positional(cmd, args, kinds...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, c, err := e.cluster(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pos, st, c, nil
+}
+
+// cluster connects to etcd and reads the cluster.
+func (e *env) cluster(ctx context.Context) (*ha.Store, *cluster, error) {
+	st, err := e.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := readCluster(ctx, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, c, nil
 }

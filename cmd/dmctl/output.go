@@ -24,6 +24,14 @@ func (e *env) emit(doc any, text func(w io.Writer) error) error {
 	return nil
 }
 
+// emitf is emit with a text output of one formatted line (or lines).
+func (e *env) emitf(doc any, format string, args ...any) error {
+	return e.emit(doc, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format, args...)
+		return err
+	})
+}
+
 // table writes rows under a header as aligned columns; empty cells show as
 // "-".
 func table(w io.Writer, header []string, rows [][]string) error {

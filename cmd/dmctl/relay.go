@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/dmworker/dm-worker/ha"
@@ -45,19 +44,11 @@ type relayResult struct {
 }
 
 func relayStart(ctx context.Context, e *env, cmd *command, args []string) error {
-	pos, err := positional(cmd, args, "source")
+	pos, st, c, err := e.connectCluster(ctx, cmd, args, "source")
 	if err != nil {
 		return err
 	}
 	source := pos[0]
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
-	if err != nil {
-		return err
-	}
 	if err := c.checkSource(source); err != nil {
 		return err
 	}
@@ -65,8 +56,8 @@ func relayStart(ctx context.Context, e *env, cmd *command, args []string) error 
 	if len(workers) == 0 {
 		return fmt.Errorf("source %s is not bound to any worker; bind it first with `dmctl bind %s WORKER`", source, source)
 	}
-	if _, err := st.PutRelayStage(ctx, ha.Stage{Expect: stage.Running, Source: source}); err != nil {
-		return fmt.Errorf("write relay stage of source %s: %w", source, err)
+	if err := putRelayStage(ctx, st, source, stage.Running); err != nil {
+		return err
 	}
 	for _, w := range workers {
 		if _, err := st.PutRelayBound(ctx, ha.Bound{Source: source, Worker: w}); err != nil {
@@ -74,29 +65,18 @@ func relayStart(ctx context.Context, e *env, cmd *command, args []string) error 
 		}
 	}
 	res := relayResult{Source: source, Stage: string(stage.Running), Workers: workers}
-	return e.emit(res, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "relay of source %s started on worker %s\n", source, strings.Join(workers, ","))
-		return err
-	})
+	return e.emitf(res, "relay of source %s started on worker %s\n", source, strings.Join(workers, ","))
 }
 
 // relaySetStage returns the command that sets the relay stage of an
 // existing relay to want.
 func relaySetStage(want stage.Stage) func(context.Context, *env, *command, []string) error {
 	return func(ctx context.Context, e *env, cmd *command, args []string) error {
-		pos, err := positional(cmd, args, "source")
+		pos, st, c, err := e.connectCluster(ctx, cmd, args, "source")
 		if err != nil {
 			return err
 		}
 		source := pos[0]
-		st, err := e.store(ctx)
-		if err != nil {
-			return err
-		}
-		c, err := readCluster(ctx, st)
-		if err != nil {
-			return err
-		}
 		if err := c.checkSource(source); err != nil {
 			return err
 		}
@@ -107,30 +87,19 @@ func relaySetStage(want stage.Stage) func(context.Context, *env, *command, []str
 		if !ok {
 			return fmt.Errorf("relay of source %s is not started; start it with `dmctl relay start %s`", source, source)
 		}
-		if _, err := st.PutRelayStage(ctx, ha.Stage{Expect: want, Source: source}); err != nil {
-			return fmt.Errorf("write relay stage of source %s: %w", source, err)
-		}
-		return e.emit(relayResult{Source: source, Stage: string(want)}, func(out io.Writer) error {
-			_, err := fmt.Fprintf(out, "relay of source %s: expected stage %s\n", source, want)
+		if err := putRelayStage(ctx, st, source, want); err != nil {
 			return err
-		})
+		}
+		return e.emitf(relayResult{Source: source, Stage: string(want)}, "relay of source %s: expected stage %s\n", source, want)
 	}
 }
 
 func relayStop(ctx context.Context, e *env, cmd *command, args []string) error {
-	pos, err := positional(cmd, args, "source")
+	pos, st, c, err := e.connectCluster(ctx, cmd, args, "source")
 	if err != nil {
 		return err
 	}
 	source := pos[0]
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
-	if err != nil {
-		return err
-	}
 	_, ok, err := relayExpect(ctx, st, source)
 	if err != nil {
 		return err
@@ -139,16 +108,37 @@ func relayStop(ctx context.Context, e *env, cmd *command, args []string) error {
 	if !ok && len(workers) == 0 {
 		return fmt.Errorf("relay of source %s is not started; nothing to stop (see `dmctl source list`)", source)
 	}
+	if err := deleteRelayStage(ctx, st, source); err != nil {
+		return err
+	}
+	if err := deleteRelayBounds(ctx, st, source, workers); err != nil {
+		return err
+	}
+	return e.emitf(relayResult{Source: source, Workers: workers}, "relay of source %s stopped\n", source)
+}
+
+// putRelayStage writes the relay stage of source.
+func putRelayStage(ctx context.Context, st *ha.Store, source string, want stage.Stage) error {
+	if _, err := st.PutRelayStage(ctx, ha.Stage{Expect: want, Source: source}); err != nil {
+		return fmt.Errorf("write relay stage of source %s: %w", source, err)
+	}
+	return nil
+}
+
+// deleteRelayStage deletes the relay stage of source.
+func deleteRelayStage(ctx context.Context, st *ha.Store, source string) error {
 	if _, err := st.DeleteRelayStage(ctx, source); err != nil {
 		return fmt.Errorf("delete relay stage of source %s: %w", source, err)
 	}
+	return nil
+}
+
+// deleteRelayBounds deletes the relay keys of workers, which name source.
+func deleteRelayBounds(ctx context.Context, st *ha.Store, source string, workers []string) error {
 	for _, w := range workers {
 		if _, err := st.DeleteRelayBound(ctx, w); err != nil {
 			return fmt.Errorf("delete relay key of worker %s for source %s: %w", w, source, err)
 		}
 	}
-	return e.emit(relayResult{Source: source, Workers: workers}, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "relay of source %s stopped\n", source)
-		return err
-	})
+	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
-	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/stage"
 )
 
@@ -75,11 +74,7 @@ func sourceCreate(ctx context.Context, e *env, cmd *command, args []string) erro
 	if err != nil {
 		return err
 	}
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
+	st, c, err := e.cluster(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,18 +99,15 @@ func sourceCreate(ctx context.Context, e *env, cmd *command, args []string) erro
 		return fmt.Errorf("write config of source %s: %w", source, err)
 	}
 	if cfg.EnableRelay {
-		if _, err := st.PutRelayStage(ctx, ha.Stage{Expect: stage.Running, Source: source}); err != nil {
-			return fmt.Errorf("write relay stage of source %s: %w", source, err)
+		if err := putRelayStage(ctx, st, source, stage.Running); err != nil {
+			return err
 		}
 		res.Relay = string(stage.Running)
 	}
-	if _, err := st.PutBound(ctx, ha.Bound{Source: source, Worker: w}); err != nil {
-		return fmt.Errorf("bind source %s to worker %s: %w", source, w, err)
-	}
-	return e.emit(res, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "source %s created and bound to worker %s%s\n", source, w, relayNote(res.Relay))
+	if err := putBound(ctx, st, source, w); err != nil {
 		return err
-	})
+	}
+	return e.emitf(res, "source %s created and bound to worker %s%s\n", source, w, relayNote(res.Relay))
 }
 
 func relayNote(relay string) string {
@@ -134,15 +126,11 @@ func sourceUpdate(ctx context.Context, e *env, cmd *command, args []string) erro
 	if err != nil {
 		return err
 	}
-	st, err := e.store(ctx)
+	st, c, err := e.cluster(ctx)
 	if err != nil {
 		return err
 	}
 	source := cfg.SourceID
-	c, err := readCluster(ctx, st)
-	if err != nil {
-		return err
-	}
 	if !c.hasSource(source) {
 		return fmt.Errorf("source %s does not exist; create it with `dmctl source create FILE`", source)
 	}
@@ -157,31 +145,20 @@ func sourceUpdate(ctx context.Context, e *env, cmd *command, args []string) erro
 	// As on create: enabling relay in the config starts it unless a relay
 	// stage (possibly Paused) already says otherwise.
 	if cfg.EnableRelay && !hasRelay {
-		if _, err := st.PutRelayStage(ctx, ha.Stage{Expect: stage.Running, Source: source}); err != nil {
-			return fmt.Errorf("write relay stage of source %s: %w", source, err)
+		if err := putRelayStage(ctx, st, source, stage.Running); err != nil {
+			return err
 		}
 		res.Relay = string(stage.Running)
 	}
-	return e.emit(res, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "source %s updated%s\n", source, relayNote(res.Relay))
-		return err
-	})
+	return e.emitf(res, "source %s updated%s\n", source, relayNote(res.Relay))
 }
 
 func sourceDelete(ctx context.Context, e *env, cmd *command, args []string) error {
-	pos, err := positional(cmd, args, "source")
+	pos, st, c, err := e.connectCluster(ctx, cmd, args, "source")
 	if err != nil {
 		return err
 	}
 	source := pos[0]
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
-	if err != nil {
-		return err
-	}
 	_, hasRelay, err := relayExpect(ctx, st, source)
 	if err != nil {
 		return err
@@ -191,21 +168,19 @@ func sourceDelete(ctx context.Context, e *env, cmd *command, args []string) erro
 	if !hasConfig && !hasRelay && len(bound) == 0 && len(relayBound) == 0 {
 		return fmt.Errorf("source %s does not exist (see `dmctl source list`)", source)
 	}
-	tasks, err := st.GetSubTasks(ctx, source)
+	tasks, err := readSubTasks(ctx, st, source)
 	if err != nil {
-		return fmt.Errorf("read tasks of source %s: %w", source, err)
+		return err
 	}
-	if len(tasks.Items) > 0 {
-		names := slices.Sorted(maps.Keys(tasks.Items))
-		return fmt.Errorf("source %s still has task(s) %s; stop them first with `dmctl task stop NAME`", source, strings.Join(names, ", "))
+	if err := stillHas(source, "task", tasks.Items); err != nil {
+		return err
 	}
-	streams, err := st.GetStreams(ctx, source)
+	streams, err := readStreams(ctx, st, source)
 	if err != nil {
-		return fmt.Errorf("read streams of source %s: %w", source, err)
+		return err
 	}
-	if len(streams.Items) > 0 {
-		names := slices.Sorted(maps.Keys(streams.Items))
-		return fmt.Errorf("source %s still has stream(s) %s; stop them first with `dmctl stream stop NAME`", source, strings.Join(names, ", "))
+	if err := stillHas(source, "stream", streams.Items); err != nil {
+		return err
 	}
 
 	// Unbind first so that the worker stops using the source before its
@@ -215,22 +190,26 @@ func sourceDelete(ctx context.Context, e *env, cmd *command, args []string) erro
 			return fmt.Errorf("unbind worker %s from source %s: %w", w, source, err)
 		}
 	}
-	for _, w := range relayBound {
-		if _, err := st.DeleteRelayBound(ctx, w); err != nil {
-			return fmt.Errorf("delete relay key of worker %s for source %s: %w", w, source, err)
-		}
+	if err := deleteRelayBounds(ctx, st, source, relayBound); err != nil {
+		return err
 	}
-	if _, err := st.DeleteRelayStage(ctx, source); err != nil {
-		return fmt.Errorf("delete relay stage of source %s: %w", source, err)
+	if err := deleteRelayStage(ctx, st, source); err != nil {
+		return err
 	}
 	if _, err := st.DeleteSourceConfig(ctx, source); err != nil {
 		return fmt.Errorf("delete config of source %s: %w", source, err)
 	}
-	res := sourceResult{Source: source, Worker: strings.Join(bound, ",")}
-	return e.emit(res, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "source %s deleted\n", source)
-		return err
-	})
+	return e.emitf(sourceResult{Source: source, Worker: strings.Join(bound, ",")}, "source %s deleted\n", source)
+}
+
+// stillHas returns an error naming the tasks or streams (kind) that source
+// still has, or nil when items is empty.
+func stillHas[V any](source, kind string, items map[string]V) error {
+	if len(items) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(items))
+	return fmt.Errorf("source %s still has %s(s) %s; stop them first with `dmctl %s stop NAME`", source, kind, strings.Join(names, ", "), kind)
 }
 
 // sourceView is one source as "source list" shows it.
@@ -253,14 +232,7 @@ type sourceListJSON struct {
 }
 
 func sourceList(ctx context.Context, e *env, cmd *command, args []string) error {
-	if _, err := positional(cmd, args); err != nil {
-		return err
-	}
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
+	_, st, c, err := e.connectCluster(ctx, cmd, args)
 	if err != nil {
 		return err
 	}

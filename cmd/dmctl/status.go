@@ -67,22 +67,14 @@ type sourceTaskStatus struct {
 const statusUnreadable = "status-unreadable"
 
 func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error {
-	pos, err := positional(cmd, args, "task")
+	pos, st, err := e.connect(ctx, cmd, args, "task")
 	if err != nil {
 		return err
 	}
 	task := pos[0]
-	st, err := e.store(ctx)
+	sources, err := tasks.sources(ctx, st, task)
 	if err != nil {
 		return err
-	}
-	ix, err := taskIndex(ctx, st)
-	if err != nil {
-		return err
-	}
-	sources := ix[task]
-	if len(sources) == 0 {
-		return fmt.Errorf("task %s does not exist (see `dmctl task list`)", task)
 	}
 	c, err := readCluster(ctx, st)
 	if err != nil {

@@ -21,17 +21,17 @@ func taskCommands() []command {
 		name:  "task pause",
 		args:  "TASK",
 		short: "pause a task on every source",
-		run:   taskSetStage(stage.Paused),
+		run:   tasks.setStage(subTaskStage, stage.Paused),
 	}, {
 		name:  "task resume",
 		args:  "TASK",
 		short: "resume a task on every source",
-		run:   taskSetStage(stage.Running),
+		run:   tasks.setStage(subTaskStage, stage.Running),
 	}, {
 		name:  "task stop",
 		args:  "TASK",
 		short: "delete a task (stages, then configs) on every source",
-		run:   taskStop,
+		run:   tasks.stop,
 	}, {
 		name:  "task status",
 		args:  "TASK",
@@ -42,27 +42,6 @@ func taskCommands() []command {
 		short: "list tasks with their sources and expected stages",
 		run:   taskList,
 	}}
-}
-
-// taskIndex indexes every task by the sources holding its config, subtask
-// stage or validator stage key.
-func taskIndex(ctx context.Context, st *ha.Store) (nameIndex, error) {
-	k := st.Keys()
-	return scanIndex(ctx, st, root(k.SubTaskConfigPrefix), root(k.SubTaskStagePrefix), root(k.ValidatorStagePrefix))
-}
-
-// taskConfigSources returns the sources that hold a config key of task, or
-// an error when there is none.
-func taskConfigSources(ctx context.Context, st *ha.Store, task string) ([]string, error) {
-	ix, err := scanIndex(ctx, st, root(st.Keys().SubTaskConfigPrefix))
-	if err != nil {
-		return nil, err
-	}
-	sources := ix[task]
-	if len(sources) == 0 {
-		return nil, fmt.Errorf("task %s does not exist (no subtask config on any source; see `dmctl task list`)", task)
-	}
-	return sources, nil
 }
 
 // taskResult is the --output json document of task start/pause/resume/stop.
@@ -92,11 +71,7 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 	if err != nil {
 		return fmt.Errorf("task file %s is invalid; fix these fields:\n%w", path, err)
 	}
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
+	st, c, err := e.cluster(ctx)
 	if err != nil {
 		return err
 	}
@@ -113,13 +88,8 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 		return fmt.Errorf("task %s: source(s) %s do not exist; create them first with `dmctl source create FILE`",
 			tc.Name, strings.Join(missing, ", "))
 	}
-	ix, err := taskIndex(ctx, st)
-	if err != nil {
+	if err := tasks.checkNew(ctx, st, tc.Name); err != nil {
 		return err
-	}
-	if on := ix[tc.Name]; len(on) > 0 {
-		return fmt.Errorf("task %s already exists on source(s) %s; stop it first with `dmctl task stop %s` or choose another name",
-			tc.Name, strings.Join(on, ", "), tc.Name)
 	}
 
 	for _, sc := range subtasks {
@@ -129,87 +99,16 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 		// As in DM, a task whose validator mode is set starts with its
 		// validator; `dmctl validation stop` stops it.
 		if sc.Validator.Mode != config.ValidationNone {
-			if _, err := st.PutValidatorStage(ctx, ha.Stage{Expect: stage.Running, Source: sc.SourceID, Task: sc.Name}); err != nil {
-				return fmt.Errorf("write validator stage of task %s on source %s: %w", sc.Name, sc.SourceID, err)
+			if err := tasks.putStage(ctx, st, validatorStage, ha.Stage{Expect: stage.Running, Source: sc.SourceID, Task: sc.Name}); err != nil {
+				return err
 			}
 		}
 	}
 	for _, s := range unbound {
-		fmt.Fprintf(e.stderr, "note: source %s is not bound to a worker; its subtask runs once it is bound (`dmctl bind %s WORKER`)\n", s, s)
+		e.noteUnbound(s, "its subtask")
 	}
-	res := taskResult{Task: tc.Name, Stage: string(want), Sources: sources}
-	return e.emit(res, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "task %s created on source(s) %s with stage %s\n", tc.Name, strings.Join(sources, ", "), want)
-		return err
-	})
-}
-
-// taskSetStage returns the command that sets the expected stage of a task
-// on every source that has its config.
-func taskSetStage(want stage.Stage) func(context.Context, *env, *command, []string) error {
-	return func(ctx context.Context, e *env, cmd *command, args []string) error {
-		pos, err := positional(cmd, args, "task")
-		if err != nil {
-			return err
-		}
-		task := pos[0]
-		st, err := e.store(ctx)
-		if err != nil {
-			return err
-		}
-		sources, err := taskConfigSources(ctx, st, task)
-		if err != nil {
-			return err
-		}
-		for _, s := range sources {
-			if _, err := st.PutSubTaskStage(ctx, ha.Stage{Expect: want, Source: s, Task: task}); err != nil {
-				return fmt.Errorf("write stage of task %s on source %s: %w", task, s, err)
-			}
-		}
-		return e.emit(taskResult{Task: task, Stage: string(want), Sources: sources}, func(out io.Writer) error {
-			_, err := fmt.Fprintf(out, "task %s: expected stage %s on source(s) %s\n", task, want, strings.Join(sources, ", "))
-			return err
-		})
-	}
-}
-
-func taskStop(ctx context.Context, e *env, cmd *command, args []string) error {
-	pos, err := positional(cmd, args, "task")
-	if err != nil {
-		return err
-	}
-	task := pos[0]
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	ix, err := taskIndex(ctx, st)
-	if err != nil {
-		return err
-	}
-	sources := ix[task]
-	if len(sources) == 0 {
-		return fmt.Errorf("task %s does not exist (see `dmctl task list`)", task)
-	}
-	// Stages first: a deleted stage drops the subtask on the worker, and a
-	// config without a stage is inert.
-	for _, s := range sources {
-		if _, err := st.DeleteValidatorStage(ctx, s, task); err != nil {
-			return fmt.Errorf("delete validator stage of task %s on source %s: %w", task, s, err)
-		}
-		if _, err := st.DeleteSubTaskStage(ctx, s, task); err != nil {
-			return fmt.Errorf("delete stage of task %s on source %s: %w", task, s, err)
-		}
-	}
-	for _, s := range sources {
-		if _, err := st.DeleteSubTaskConfig(ctx, s, task); err != nil {
-			return fmt.Errorf("delete config of task %s on source %s: %w", task, s, err)
-		}
-	}
-	return e.emit(taskResult{Task: task, Sources: sources}, func(out io.Writer) error {
-		_, err := fmt.Fprintf(out, "task %s stopped and deleted on source(s) %s\n", task, strings.Join(sources, ", "))
-		return err
-	})
+	return e.emitf(tasks.result(tc.Name, want, false, sources), "task %s created on source(s) %s with stage %s\n",
+		tc.Name, strings.Join(sources, ", "), want)
 }
 
 // taskListJSON is the --output json document of "task list".
@@ -234,36 +133,28 @@ type taskSourceView struct {
 }
 
 func taskList(ctx context.Context, e *env, cmd *command, args []string) error {
-	if _, err := positional(cmd, args); err != nil {
-		return err
-	}
-	st, err := e.store(ctx)
+	_, st, err := e.connect(ctx, cmd, args)
 	if err != nil {
 		return err
 	}
-	ix, err := taskIndex(ctx, st)
+	ix, err := tasks.index(ctx, st)
 	if err != nil {
 		return err
 	}
-	snaps := make(map[string]ha.SubTaskSnapshot)
 	views := make([]taskView, 0, len(ix))
-	for _, task := range ix.names() {
-		v := taskView{Task: task}
-		for _, s := range ix[task] {
-			snap, ok := snaps[s]
-			if !ok {
-				if snap, err = st.GetSubTasks(ctx, s); err != nil {
-					return fmt.Errorf("read tasks of source %s: %w", s, err)
-				}
-				snaps[s] = snap
-			}
-			sv := taskSourceView{Source: s}
-			if it := snap.Items[task]; it != nil {
-				sv = subTaskSourceView(s, it)
-			}
-			v.Sources = append(v.Sources, sv)
+	err = eachSnapshot(ctx, st, ix, readSubTasks, func(task, s string, snap ha.SubTaskSnapshot) {
+		if len(views) == 0 || views[len(views)-1].Task != task {
+			views = append(views, taskView{Task: task})
 		}
-		views = append(views, v)
+		sv := taskSourceView{Source: s}
+		if it := snap.Items[task]; it != nil {
+			sv = subTaskSourceView(s, it)
+		}
+		v := &views[len(views)-1]
+		v.Sources = append(v.Sources, sv)
+	})
+	if err != nil {
+		return err
 	}
 	return e.emit(taskListJSON{Tasks: views}, func(out io.Writer) error {
 		var rows [][]string

@@ -20,14 +20,7 @@ type workerListJSON struct {
 }
 
 func workerList(ctx context.Context, e *env, cmd *command, args []string) error {
-	if _, err := positional(cmd, args); err != nil {
-		return err
-	}
-	st, err := e.store(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := readCluster(ctx, st)
+	_, _, c, err := e.connectCluster(ctx, cmd, args)
 	if err != nil {
 		return err
 	}
