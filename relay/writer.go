@@ -1,13 +1,13 @@
 package relay
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -75,12 +75,19 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // writer is the state of one connection's pulling; owned by Run.
+//
+// Until the dump starts, runOnce is its only user. Once it has started,
+// go-mysql's reading goroutine appends events (handleEvent) while runOnce
+// publishes, syncs and watches for a dead source on a ticker (tick); mu
+// serialises the two.
 type writer struct {
 	r       *Relay
 	root    string
-	subs    []subdir
-	sub     subdir
 	mariadb bool
+
+	mu   sync.Mutex // guards the fields below
+	subs []subdir
+	sub  subdir
 
 	file       *os.File
 	fileName   string
@@ -90,13 +97,23 @@ type writer struct {
 	checksum   bool
 	nextName   string // file announced by a rotate event, created at its format description event
 
-	tracker    txnTracker
-	pending    bytes.Buffer // events of the open transaction
-	gtid       *gtidSet
-	dirty      bool // appended since the last fsync and meta write
-	lastSync   time.Time
-	events     int // events written by this connection
-	unreported int // events not yet counted in metrics
+	tracker txnTracker
+	// pending holds events not yet written: pending[:complete] are whole
+	// transactions, the rest is the open one. Only whole transactions are
+	// written (flushPending), at flushSize or on the next tick.
+	pending        []byte
+	complete       int
+	completeEvents int    // events in pending[:complete]
+	completeTS     uint32 // timestamp of the last transaction boundary in pending
+	gtid           *gtidSet
+	dirty          bool // written since the last fsync and meta write
+	lastSync       time.Time
+	events         int    // events appended by this connection
+	unreported     int    // events appended but not yet counted in metrics
+	seen           uint64 // events received, heartbeats included
+	seenAtTick     uint64 // seen at the last tick
+	alive          time.Time
+	failed         error // the first error of handleEvent or tick; the stream is dead
 }
 
 // runOnce recovers, connects and pulls until an error. progressed reports
@@ -112,12 +129,14 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		return false, errs.New(CodeRelayWrite, false, "relay of source %q: recover %s: %w", r.source, r.cfg.Dir, err)
 	}
 	r.publishRecovered(rec)
-	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: up.mariadb, gtid: rec.gtid, lastSync: r.cfg.Now()}
+	now := time.Now()
+	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: up.mariadb, gtid: rec.gtid, lastSync: now, alive: now}
 	defer w.closeFile()
 	if w.gtid == nil {
 		w.gtid = newGTIDSet(up.mariadb)
 	}
 
+	dl := &deadlineDialer{timeout: deadAfter}
 	flavor := "mysql"
 	if up.mariadb {
 		flavor = "mariadb"
@@ -131,10 +150,14 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		Password:         src.From.Password,
 		RawModeEnabled:   true,
 		DisableRetrySync: true,
-		HeartbeatPeriod:  10 * time.Second,
-		ReadTimeout:      30 * time.Second,
-		EventCacheCount:  1024,
-		Logger:           slog.New(zapHandler{log: r.log.Named("go-mysql")}),
+		HeartbeatPeriod:  heartbeatPeriod,
+		// No ReadTimeout: go-mysql would set a read deadline before every
+		// packet. dl bounds the handshake, the ticker's watchdog the dump.
+		Dialer: dl.dial,
+		// Events are handled on go-mysql's reading goroutine, without a
+		// channel hand-off per event; the streamer only reports errors.
+		SynchronousEventHandler: eventHandler(w.handleEvent),
+		Logger:                  slog.New(zapHandler{log: r.log.Named("go-mysql")}),
 	}
 	if up.mariadb {
 		scfg.DumpCommandFlag = replication.BINLOG_SEND_ANNOTATE_ROWS_EVENT
@@ -177,40 +200,13 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
 	}
+	// The handshake and the dump command are done: from now on the
+	// ticker's watchdog detects a dead source, not a read deadline.
+	if err := dl.clear(); err != nil {
+		return false, pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
+	}
 	r.setErr(nil)
-	for {
-		ev, err := w.next(ctx, streamer)
-		if err != nil {
-			if ctx.Err() != nil {
-				return w.events > 0, w.sync()
-			}
-			if serr := w.sync(); serr != nil {
-				return w.events > 0, serr
-			}
-			return w.events > 0, pullError(err, "relay of source %q: read binlog from %s:%d", r.source, src.From.Host, src.From.Port)
-		}
-		if ev == nil {
-			continue
-		}
-		if err := w.handle(ev); err != nil {
-			return w.events > 0, err
-		}
-	}
-}
-
-// next returns the next event; with unsynced writes it waits at most
-// SyncInterval and then syncs (returning nil, nil).
-func (w *writer) next(ctx context.Context, s *replication.BinlogStreamer) (*replication.BinlogEvent, error) {
-	if !w.dirty {
-		return s.GetEvent(ctx)
-	}
-	tctx, cancel := context.WithTimeout(ctx, w.r.cfg.SyncInterval)
-	defer cancel()
-	ev, err := s.GetEvent(tctx)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return nil, w.sync()
-	}
-	return ev, err
+	return w.stream(ctx, syncer, streamer)
 }
 
 func toPosition(l binlog.Location) mysql.Position {
@@ -347,9 +343,8 @@ func (w *writer) createFile(name string, fde []byte) error {
 	}
 	w.file, w.fileName, w.nextName = f, name, ""
 	w.offset, w.delta, w.deltaKnown = 0, 0, false
-	w.pending.Reset()
-	w.pending.Write(magic)
-	w.pending.Write(fde)
+	w.pending = append(append(w.pending[:0], magic...), fde...)
+	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
 	if err := w.flushPending(); err != nil {
 		return err
 	}
@@ -360,11 +355,12 @@ func (w *writer) createFile(name string, fde []byte) error {
 	return w.sync()
 }
 
-// appendEvent adds a non-artificial event; complete transactions go to the
-// file at once.
+// appendEvent adds a non-artificial event to pending; whole transactions
+// are written once flushSize of them are pending, at a stop event, or on
+// the next tick.
 func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 	start := int64(h.LogPos) - int64(h.Size)
-	at := w.offset + int64(w.pending.Len())
+	at := w.offset + int64(len(w.pending))
 	if !w.deltaKnown {
 		w.delta, w.deltaKnown = start-at, true
 	} else if start != at+w.delta {
@@ -377,7 +373,7 @@ func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 			w.gtid = set
 		}
 	}
-	w.pending.Write(raw)
+	w.pending = append(w.pending, raw...)
 	w.events++
 	w.unreported++
 	boundary, done := w.tracker.step(h, raw)
@@ -387,38 +383,42 @@ func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 	if !boundary {
 		return nil
 	}
-	w.r.mu.Lock()
-	w.r.lastTS = h.Timestamp
-	w.r.mu.Unlock()
-	if err := w.flushPending(); err != nil {
-		return err
-	}
-	if h.Type == replication.STOP_EVENT || time.Since(w.lastSync) >= w.r.cfg.SyncInterval {
+	w.complete, w.completeEvents, w.completeTS = len(w.pending), w.unreported, h.Timestamp
+	if h.Type == replication.STOP_EVENT {
 		return w.sync()
+	}
+	if w.complete >= flushSize {
+		return w.flushPending()
 	}
 	return nil
 }
 
-// flushPending appends the buffered events to the file and publishes the
-// new end to readers.
+// flushPending appends the whole transactions of pending to the file and
+// publishes the new end to readers. w.gtid is the set up to that end: the
+// rest of pending is an open transaction, which has not added to it.
 func (w *writer) flushPending() error {
-	n := w.pending.Len()
+	n := w.complete
 	if n == 0 {
 		return nil
 	}
-	if _, err := w.file.Write(w.pending.Bytes()); err != nil {
+	if _, err := w.file.Write(w.pending[:n]); err != nil {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: write %s: %w", w.r.source, w.fileName, err)
 	}
-	w.pending.Reset()
+	w.pending = append(w.pending[:0], w.pending[n:]...)
+	w.complete = 0
 	w.offset += int64(n)
 	w.dirty = true
 	if m := w.r.cfg.Metrics; m != nil {
 		m.BytesWritten.WithLabelValues(w.r.source).Add(float64(n))
-		m.EventsWritten.WithLabelValues(w.r.source).Add(float64(w.unreported))
-		w.unreported = 0
+		m.EventsWritten.WithLabelValues(w.r.source).Add(float64(w.completeEvents))
 	}
+	w.unreported -= w.completeEvents
+	w.completeEvents = 0
 	r := w.r
 	r.mu.Lock()
+	if w.completeTS != 0 {
+		r.lastTS = w.completeTS
+	}
 	r.active = activeFile{sub: w.sub.Name, name: w.fileName, size: w.offset}
 	if w.deltaKnown {
 		r.written = binlog.Location{Name: w.fileName, Pos: uint32(w.offset + w.delta), GTID: w.gtid.String()}
@@ -430,10 +430,16 @@ func (w *writer) flushPending() error {
 	return nil
 }
 
-// sync makes the file durable and records the meta. The pending open
-// transaction, if any, is not part of it.
+// sync writes the whole transactions of pending, makes the file durable
+// and records the meta. The open transaction, if any, is not part of it.
 func (w *writer) sync() error {
-	if w.file == nil || !w.dirty {
+	if w.file == nil {
+		return nil
+	}
+	if err := w.flushPending(); err != nil {
+		return err
+	}
+	if !w.dirty {
 		return nil
 	}
 	if err := w.file.Sync(); err != nil {
