@@ -3,8 +3,6 @@ package syncer
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"os"
 	"sync/atomic"
 	"time"
@@ -144,30 +142,6 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 
 // crashExitCode is the exit status of the crash fault points.
 const crashExitCode = 77
-
-// execTx runs stmts in one transaction.
-func execTx(ctx context.Context, db *sql.DB, stmts []stmt) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s.sql, s.args...); err != nil {
-			return errors.Join(fmt.Errorf("%s: %w", clipSQL(s.sql), err), rollback(tx))
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
-func rollback(tx *sql.Tx) error {
-	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("rollback: %w", err)
-	}
-	return nil
-}
 
 // clipSQL shortens a statement for an error message.
 func clipSQL(s string) string {

@@ -138,35 +138,122 @@ func updateStmt(ti *tableInfo, before, after []any) stmt {
 	return stmt{sql: b.String(), args: append(args, wargs...)}
 }
 
-// statements turns a batch of changes into statements, merging runs of
-// inserts into the same table into multi-row statements.
+// deleteKeysStmt deletes several rows of a table with a key (at most one
+// target row matches each key) in one statement: key IN (...) for a
+// one-column key, an OR of key matches otherwise; both use the key's index.
+func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
+	var b strings.Builder
+	b.WriteString("DELETE FROM ")
+	b.WriteString(ti.target.String())
+	b.WriteString(" WHERE ")
+	args := make([]any, 0, len(rows)*len(ti.key))
+	if len(ti.key) == 1 {
+		k := ti.key[0]
+		b.WriteString(quoteName(ti.columns[k]))
+		b.WriteString(" IN ")
+		b.WriteString(placeholders(len(rows)))
+		for _, r := range rows {
+			args = append(args, whereValue(r[k], ti.binary[k]))
+		}
+		return stmt{sql: b.String(), args: args}
+	}
+	for n, r := range rows {
+		if n > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteByte('(')
+		for m, k := range ti.key {
+			if m > 0 {
+				b.WriteString(" AND ")
+			}
+			b.WriteString(quoteName(ti.columns[k]))
+			b.WriteString("=?")
+			args = append(args, whereValue(r[k], ti.binary[k]))
+		}
+		b.WriteByte(')')
+	}
+	return stmt{sql: b.String(), args: args}
+}
+
+// stmtList collects statements, joining adjacent REPLACEs of one table into
+// one multi-row REPLACE (which replaces its rows in order, as the separate
+// statements would).
+type stmtList struct {
+	out      []stmt
+	repTable *tableInfo
+	repRows  [][]any
+}
+
+func (l *stmtList) add(s stmt) {
+	l.flush()
+	l.out = append(l.out, s)
+}
+
+func (l *stmtList) replace(ti *tableInfo, row []any) {
+	if l.repTable != ti {
+		l.flush()
+		l.repTable = ti
+	}
+	l.repRows = append(l.repRows, row)
+}
+
+func (l *stmtList) flush() {
+	if l.repTable != nil {
+		l.out = append(l.out, insertStmt(l.repTable, l.repRows, true))
+		l.repTable, l.repRows = nil, nil
+	}
+}
+
+// statements turns a batch of changes into statements, in order. It merges
+// only where the result is the same as applying the changes one by one:
+// runs of inserts into one table become one multi-row INSERT; runs of
+// deletes from one table with a key become one DELETE (deleting distinct
+// rows commutes; a key deleted twice matches nothing the second time);
+// adjacent REPLACEs (safe mode) of one table become one multi-row REPLACE.
 func statements(changes []*change) []stmt {
-	var out []stmt
+	var l stmtList
 	for i := 0; i < len(changes); {
 		c := changes[i]
+		j := i + 1
 		switch c.kind {
 		case kindInsert:
+			if c.safe {
+				l.replace(c.table, c.after)
+				break
+			}
 			rows := [][]any{c.after}
-			j := i + 1
-			for j < len(changes) && changes[j].kind == kindInsert && changes[j].table == c.table && changes[j].safe == c.safe {
+			for j < len(changes) && changes[j].kind == kindInsert && changes[j].table == c.table && !changes[j].safe {
 				rows = append(rows, changes[j].after)
 				j++
 			}
-			out = append(out, insertStmt(c.table, rows, c.safe))
-			i = j
-			continue
+			l.add(insertStmt(c.table, rows, false))
 		case kindUpdate:
 			if c.safe {
-				out = append(out, deleteStmt(c.table, c.before), insertStmt(c.table, [][]any{c.after}, true))
+				l.add(deleteStmt(c.table, c.before))
+				l.replace(c.table, c.after)
 			} else {
-				out = append(out, updateStmt(c.table, c.before, c.after))
+				l.add(updateStmt(c.table, c.before, c.after))
 			}
 		case kindDelete:
-			out = append(out, deleteStmt(c.table, c.before))
+			if len(c.table.key) == 0 {
+				l.add(deleteStmt(c.table, c.before))
+				break
+			}
+			rows := [][]any{c.before}
+			for j < len(changes) && changes[j].kind == kindDelete && changes[j].table == c.table {
+				rows = append(rows, changes[j].before)
+				j++
+			}
+			if len(rows) == 1 {
+				l.add(deleteStmt(c.table, c.before))
+			} else {
+				l.add(deleteKeysStmt(c.table, rows))
+			}
 		}
-		i++
+		i = j
 	}
-	return out
+	l.flush()
+	return l.out
 }
 
 // causalityKeys are the keys two changes conflict on: every unique key's

@@ -41,6 +41,8 @@ func TestStatements(t *testing.T) {
 	keyed := &tableInfo{target: tableName{"db", "t"}, columns: []string{"id", "v"}, binary: []bool{false, false},
 		key: []int{0}, uniques: [][]int{{0}}}
 	nokey := &tableInfo{target: tableName{"db", "n"}, columns: []string{"a"}, binary: []bool{true}}
+	composite := &tableInfo{target: tableName{"db", "c"}, columns: []string{"a", "b", "x"}, binary: []bool{false, false, false},
+		key: []int{0, 1}, uniques: [][]int{{0, 1}}}
 	row := func(v ...any) []any { return v }
 	tests := []struct {
 		name    string
@@ -60,11 +62,76 @@ func TestStatements(t *testing.T) {
 				{"REPLACE INTO `db`.`t` (`id`,`v`) VALUES (?,?)", row(int64(2), []byte("b"))}}},
 		{"delete without key", []*change{{kind: kindDelete, table: nokey, before: row([]byte{0})}},
 			[]stmt{{"DELETE FROM `db`.`n` WHERE `a`<=>? LIMIT 1", row([]byte{0})}}},
+		{"deletes without key stay apart", []*change{
+			{kind: kindDelete, table: nokey, before: row([]byte{0})},
+			{kind: kindDelete, table: nokey, before: row([]byte{0})},
+		}, []stmt{{"DELETE FROM `db`.`n` WHERE `a`<=>? LIMIT 1", row([]byte{0})},
+			{"DELETE FROM `db`.`n` WHERE `a`<=>? LIMIT 1", row([]byte{0})}}},
+		{"deletes by key merge", []*change{
+			{kind: kindDelete, table: keyed, before: row(int64(1), []byte("a"))},
+			{kind: kindDelete, table: keyed, before: row(int64(2), []byte("b")), safe: true},
+			{kind: kindDelete, table: keyed, before: row(int64(3), []byte("c"))},
+		}, []stmt{{"DELETE FROM `db`.`t` WHERE `id` IN (?,?,?)", row(int64(1), int64(2), int64(3))}}},
+		{"deletes by composite key merge", []*change{
+			{kind: kindDelete, table: composite, before: row(int64(1), []byte("a"), int64(9))},
+			{kind: kindDelete, table: composite, before: row(int64(2), []byte("b"), int64(9))},
+		}, []stmt{{"DELETE FROM `db`.`c` WHERE (`a`=? AND `b`=?) OR (`a`=? AND `b`=?)", row(int64(1), "a", int64(2), "b")}}},
+		{"an insert ends a run of deletes", []*change{
+			{kind: kindDelete, table: keyed, before: row(int64(1), []byte("a"))},
+			{kind: kindInsert, table: keyed, after: row(int64(1), []byte("b"))},
+			{kind: kindDelete, table: keyed, before: row(int64(1), []byte("b"))},
+			{kind: kindDelete, table: keyed, before: row(int64(2), []byte("c"))},
+		}, []stmt{{"DELETE FROM `db`.`t` WHERE `id`=? LIMIT 1", row(int64(1))},
+			{"INSERT INTO `db`.`t` (`id`,`v`) VALUES (?,?)", row(int64(1), []byte("b"))},
+			{"DELETE FROM `db`.`t` WHERE `id` IN (?,?)", row(int64(1), int64(2))}}},
+		{"safe changes merge adjacent replaces only", []*change{
+			{kind: kindUpdate, table: keyed, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("b")), safe: true},
+			{kind: kindInsert, table: keyed, after: row(int64(2), []byte("c")), safe: true},
+			{kind: kindUpdate, table: keyed, before: row(int64(2), []byte("c")), after: row(int64(3), []byte("d")), safe: true},
+			{kind: kindInsert, table: composite, after: row(int64(4), []byte("e"), nil), safe: true},
+			{kind: kindInsert, table: keyed, after: row(int64(5), []byte("f")), safe: true},
+			{kind: kindInsert, table: keyed, after: row(int64(6), []byte("g"))},
+		}, []stmt{{"DELETE FROM `db`.`t` WHERE `id`=? LIMIT 1", row(int64(1))},
+			{"REPLACE INTO `db`.`t` (`id`,`v`) VALUES (?,?),(?,?)", row(int64(1), []byte("b"), int64(2), []byte("c"))},
+			{"DELETE FROM `db`.`t` WHERE `id`=? LIMIT 1", row(int64(2))},
+			{"REPLACE INTO `db`.`t` (`id`,`v`) VALUES (?,?)", row(int64(3), []byte("d"))},
+			{"REPLACE INTO `db`.`c` (`a`,`b`,`x`) VALUES (?,?,?)", row(int64(4), []byte("e"), nil)},
+			{"REPLACE INTO `db`.`t` (`id`,`v`) VALUES (?,?)", row(int64(5), []byte("f"))},
+			{"INSERT INTO `db`.`t` (`id`,`v`) VALUES (?,?)", row(int64(6), []byte("g"))}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := statements(tt.changes); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("statements = %#v\nwant %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJoinStatements(t *testing.T) {
+	small := stmt{sql: "DELETE FROM t WHERE id=?", args: []any{int64(1)}}
+	big := stmt{sql: "INSERT INTO t VALUES (?)", args: []any{make([]byte, maxJoinedSQL/3)}}
+	tests := []struct {
+		name  string
+		stmts []stmt
+		want  []string // joined texts
+		args  []int    // argument counts
+	}{
+		{"one query", []stmt{small, small}, []string{"BEGIN;DELETE FROM t WHERE id=?;DELETE FROM t WHERE id=?;COMMIT"}, []int{2}},
+		{"split past the size bound", []stmt{small, big, big, small},
+			[]string{"BEGIN;DELETE FROM t WHERE id=?;INSERT INTO t VALUES (?)", "INSERT INTO t VALUES (?);DELETE FROM t WHERE id=?;COMMIT"},
+			[]int{2, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := joinStatements(tt.stmts)
+			if len(got) != len(tt.want) {
+				t.Fatalf("joinStatements gave %d queries, want %d", len(got), len(tt.want))
+			}
+			for i, q := range got {
+				if q.sql != tt.want[i] || len(q.args) != tt.args[i] {
+					t.Errorf("query %d = %q with %d args, want %q with %d", i, q.sql, len(q.args), tt.want[i], tt.args[i])
+				}
 			}
 		})
 	}

@@ -171,15 +171,16 @@ func readError(err error) error {
 
 // loop reads and handles events until ctx is done or an error occurs.
 func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
+	wait := newIdleWait(ctx, idleTick)
+	defer wait.stop()
 	for {
-		evCtx, cancel := context.WithTimeout(ctx, idleTick)
+		evCtx := wait.next()
 		ev, err := stream.GetEvent(evCtx)
-		cancel()
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
+			if errors.Is(err, context.Canceled) && wait.expired(evCtx) {
 				if err := r.idle(ctx); err != nil {
 					return err
 				}

@@ -28,6 +28,8 @@ func openTarget(db config.DBConfig, maxConns int) (*sql.DB, error) {
 	cfg.Net = "tcp"
 	cfg.Addr = net.JoinHostPort(db.Host, strconv.Itoa(db.Port))
 	cfg.InterpolateParams = true
+	// Batches travel as one multi-statement query (see execTx).
+	cfg.MultiStatements = true
 	cfg.ParseTime = false
 	cfg.Timeout = 10 * time.Second
 	cfg.Params = map[string]string{
