@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -50,6 +52,14 @@ func (w *SourceWorker) Status() SourceStatus {
 	slices.SortFunc(out.SubTasks, func(a, b SubTaskStatus) int { return strings.Compare(a.Name, b.Name) })
 	for name, e := range taskErrs {
 		out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
+	}
+	badKeys, seen := w.badKeys.list()
+	for _, key := range badKeys {
+		name := key[strings.LastIndexByte(key, '/')+1:]
+		out.Errors = append(out.Errors, TaskError{Task: name, Error: errs.Error{
+			Code: CodeInvalidTaskName, Resumable: false, Time: seen[key],
+			Message: fmt.Sprintf("etcd key %s: %v; delete the key and use a valid task name", key, config.ValidateName("task", name)),
+		}})
 	}
 	slices.SortFunc(out.Errors, func(a, b TaskError) int { return strings.Compare(a.Task, b.Task) })
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +35,7 @@ const (
 	CodeInvalidConfig      = "subtask-config-invalid"
 	CodeRelayMalformed     = "relay-stage-malformed"
 	CodeRelayCreate        = "relay-create-failed"
+	CodeInvalidTaskName    = "subtask-name-invalid"
 )
 
 // SourceWorkerConfig is what a SourceWorker is built from.
@@ -68,6 +71,8 @@ type SourceWorker struct {
 	source string
 	log    *zap.Logger
 	queue  *workqueue.Queue
+	// badKeys are subtask keys whose task names are invalid, for status.
+	badKeys *badKeys
 
 	cancel context.CancelFunc // cancels every goroutine started by Start
 	wg     sync.WaitGroup     // Start's goroutines
@@ -127,6 +132,7 @@ func NewSourceWorker(cfg SourceWorkerConfig) *SourceWorker {
 		queue:    workqueue.New(50*time.Millisecond, 10*time.Second),
 		subTasks: make(map[string]*taskState),
 		taskErrs: make(map[string]errs.Error),
+		badKeys:  &badKeys{now: cfg.Clock.Now, keys: make(map[string]time.Time)},
 	}
 }
 
@@ -181,7 +187,7 @@ func (w *SourceWorker) EnableSubTasks(ctx context.Context) {
 	} {
 		w.watch(ctx, w.subWG, kind, prefix, func(rest string) (string, bool) {
 			return subtaskKeyPrefix + rest, config.ValidateName("task", rest) == nil
-		}, w.localSubtaskKeys)
+		}, w.localSubtaskKeys, w.badKeys)
 	}
 }
 
@@ -215,7 +221,7 @@ func (w *SourceWorker) EnableRelay(ctx context.Context) {
 	w.watch(ctx, w.relayWG, "relay-stage", key, func(rest string) (string, bool) {
 		// The prefix is the key itself; longer keys belong to other sources.
 		return relayKey, rest == ""
-	}, func() []string { return []string{relayKey} })
+	}, func() []string { return []string{relayKey} }, nil)
 }
 
 // DisableRelay stops watching the relay stage and closes the relay.
@@ -332,8 +338,8 @@ func (w *SourceWorker) removeAllSubTasksAsync(wg *sync.WaitGroup, stop func(*Sub
 // lists queue keys to enqueue on every resync besides those listed, so that
 // local work whose keys vanished during a gap is reconciled away.
 func (w *SourceWorker) watch(ctx context.Context, wg *sync.WaitGroup, kind, prefix string,
-	keyOf func(rest string) (string, bool), extra func() []string) {
-	h := &enqueueHandler{kind: kind, prefix: prefix, keyOf: keyOf, extra: extra, queue: w.queue, log: w.log}
+	keyOf func(rest string) (string, bool), extra func() []string, bad *badKeys) {
+	h := &enqueueHandler{kind: kind, prefix: prefix, keyOf: keyOf, extra: extra, queue: w.queue, log: w.log, bad: bad}
 	opts := ha.WatchOptions{
 		Logger:     w.log.With(zap.String("watch", kind)),
 		BackoffMin: w.cfg.WatchBackoffMin,
@@ -358,16 +364,28 @@ func keyDecoder(string, []byte) (struct{}, error) { return struct{}{}, nil }
 type enqueueHandler struct {
 	kind   string
 	prefix string
-	keyOf  func(rest string) (string, bool)
-	extra  func() []string
-	queue  *workqueue.Queue
-	log    *zap.Logger
+	// keyOf maps the key part after prefix to a queue key; false means the
+	// key is not one this handler follows.
+	keyOf func(rest string) (string, bool)
+	extra func() []string
+	queue *workqueue.Queue
+	log   *zap.Logger
+	// bad, when set, records keys keyOf refused as invalid names, for
+	// status; without it such keys simply belong to someone else (a
+	// longer worker or source name under an exact-key prefix).
+	bad *badKeys
 }
 
 func (h *enqueueHandler) Resync(_ context.Context, items []ha.Item[struct{}], rev int64) error {
 	h.log.Debug("resync", zap.String("watch", h.kind), zap.Int64("rev", rev), zap.Int("keys", len(items)))
+	var bad []string
 	for _, it := range items {
-		h.add(it.Key)
+		if !h.add(it.Key) {
+			bad = append(bad, it.Key)
+		}
+	}
+	if h.bad != nil {
+		h.bad.replace(h.prefix, bad)
 	}
 	for _, k := range h.extra() {
 		h.queue.Add(k)
@@ -376,19 +394,70 @@ func (h *enqueueHandler) Resync(_ context.Context, items []ha.Item[struct{}], re
 }
 
 func (h *enqueueHandler) Changed(_ context.Context, it ha.Item[struct{}]) error {
-	h.add(it.Key)
+	if !h.add(it.Key) && h.bad != nil {
+		h.bad.set(it.Key, !it.Deleted)
+	}
 	return nil
 }
 
-func (h *enqueueHandler) add(key string) {
-	rest := strings.TrimPrefix(key, h.prefix)
-	qk, ok := h.keyOf(rest)
+// add enqueues the queue key of an etcd key; false when keyOf refuses it.
+func (h *enqueueHandler) add(key string) bool {
+	qk, ok := h.keyOf(strings.TrimPrefix(key, h.prefix))
 	if !ok {
-		h.log.Warn("ignoring key with an invalid name under a watched prefix; delete or rename it",
-			zap.String("watch", h.kind), zap.String("key", key))
-		return
+		if h.bad != nil {
+			h.log.Warn("ignoring key with an invalid name under a watched prefix; delete or rename it",
+				zap.String("watch", h.kind), zap.String("key", key))
+		}
+		return false
 	}
 	h.queue.Add(qk)
+	return true
+}
+
+// badKeys is the set of watched etcd keys whose names are invalid, with
+// the time each was first seen.
+type badKeys struct {
+	now func() time.Time
+	mu  sync.Mutex
+	// guarded by mu:
+	keys map[string]time.Time
+}
+
+func (b *badKeys) set(key string, present bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !present {
+		delete(b.keys, key)
+	} else if _, ok := b.keys[key]; !ok {
+		b.keys[key] = b.now()
+	}
+}
+
+// replace makes keys the bad keys under prefix.
+func (b *badKeys) replace(prefix string, keys []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := make(map[string]time.Time)
+	for k, t := range b.keys {
+		if strings.HasPrefix(k, prefix) {
+			seen[k] = t
+			delete(b.keys, k)
+		}
+	}
+	for _, k := range keys {
+		if t, ok := seen[k]; ok {
+			b.keys[k] = t
+		} else {
+			b.keys[k] = b.now()
+		}
+	}
+}
+
+// list returns the bad keys, sorted, with their first-seen times.
+func (b *badKeys) list() ([]string, map[string]time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.keys)), maps.Clone(b.keys)
 }
 
 func (w *SourceWorker) localSubtaskKeys() []string {

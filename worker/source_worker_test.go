@@ -334,8 +334,9 @@ func TestSourceWorkerMalformedValuesAffectOnlyTheirTask(t *testing.T) {
 	e.putRaw(keys.SubTaskStage(testSource, "m4"), `{"expect":"Running","source":"mysql-01","task":"m4"}`)
 	e.putRaw(keys.SubTaskStage(testSource, "bad name!"), `{"expect":"Running","source":"mysql-01","task":"bad name!"}`)
 
-	within(t, 2*time.Second, "errors reported for m2 and m4", func() bool {
-		return e.taskError("m2", CodeMalformedValue) && e.taskError("m4", CodeMalformedValue)
+	within(t, 2*time.Second, "errors reported for m2, m4 and the invalid name", func() bool {
+		return e.taskError("m2", CodeMalformedValue) && e.taskError("m4", CodeMalformedValue) &&
+			e.taskError("bad name!", CodeInvalidTaskName)
 	})
 	if e.sw.SubTask("m4") != nil {
 		t.Fatal("a task whose config is malformed must not be created")
@@ -345,6 +346,12 @@ func TestSourceWorkerMalformedValuesAffectOnlyTheirTask(t *testing.T) {
 	e.setStage("m1", stage.Paused)
 	e.waitStage("m1", stage.Paused, time.Second)
 	e.waitStage("m3", stage.Running, time.Second)
+
+	// Deleting the key with the invalid name clears its error.
+	if _, err := e.master.Client().Delete(e.ctx(), keys.SubTaskStage(testSource, "bad name!")); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 2*time.Second, "invalid-name error cleared", func() bool { return !e.taskError("bad name!", CodeInvalidTaskName) })
 
 	// A fixed value is picked up and the error goes away.
 	e.setStage("m2", stage.Paused)
