@@ -38,7 +38,7 @@ func (w *SourceWorker) Status() SourceStatus {
 	for k, v := range w.taskErrs {
 		taskErrs[k] = v
 	}
-	relayEnabled, relay, relayErr := w.relayEnabled, w.relay, w.relayErr
+	relayEnabled, relay, relayErr := w.relayWatches != nil, w.relay, w.relayErr
 	w.mu.Unlock()
 
 	out := SourceStatus{Source: w.source, SubTasks: make([]SubTaskStatus, 0, len(tasks)), Errors: []TaskError{}}

@@ -88,13 +88,11 @@ type SourceWorker struct {
 	relayErr *errs.Error
 	// relayStageRev is the revision of the relay stage last acted on.
 	relayStageRev int64
-	subEnabled    bool
-	subCancel     context.CancelFunc
-	subWG         *sync.WaitGroup
-	relayEnabled  bool
-	relayCancel   context.CancelFunc
-	relayWG       *sync.WaitGroup
-	closed        bool
+	// subWatches and relayWatches are the running watch loops of subtask
+	// and relay keys; nil while that handling is disabled.
+	subWatches   *watchSet
+	relayWatches *watchSet
+	closed       bool
 }
 
 // taskState is a local subtask and the etcd revisions it was last
@@ -173,19 +171,19 @@ func (w *SourceWorker) Start(ctx context.Context) {
 func (w *SourceWorker) EnableSubTasks(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.subEnabled || w.closed {
+	if w.subWatches != nil || w.closed {
 		return
 	}
-	w.subEnabled = true
-	ctx, w.subCancel = context.WithCancel(ctx)
-	w.subWG = &sync.WaitGroup{}
+	ws := &watchSet{}
+	ctx, ws.cancel = context.WithCancel(ctx)
+	w.subWatches = ws
 	keys := ha.Keys{Prefix: w.cfg.Store.Prefix()}
 	for kind, prefix := range map[string]string{
 		"subtask-config":  keys.SubTaskConfigPrefix(w.source),
 		"subtask-stage":   keys.SubTaskStagePrefix(w.source),
 		"validator-stage": keys.ValidatorStagePrefix(w.source),
 	} {
-		w.watch(ctx, w.subWG, kind, prefix, func(rest string) (string, bool) {
+		w.watch(ctx, &ws.wg, kind, prefix, func(rest string) (string, bool) {
 			return subtaskKeyPrefix + rest, config.ValidateName("task", rest) == nil
 		}, w.localSubtaskKeys, w.badKeys)
 	}
@@ -194,16 +192,9 @@ func (w *SourceWorker) EnableSubTasks(ctx context.Context) {
 // DisableSubTasks stops watching subtask keys and closes every subtask
 // gracefully.
 func (w *SourceWorker) DisableSubTasks() {
-	w.mu.Lock()
-	if !w.subEnabled {
-		w.mu.Unlock()
+	if !w.stopWatches(&w.subWatches) {
 		return
 	}
-	w.subEnabled = false
-	cancel, wg := w.subCancel, w.subWG
-	w.mu.Unlock()
-	cancel()
-	wg.Wait()
 	w.removeAllSubTasks(func(st *SubTask) { st.Close() })
 }
 
@@ -211,14 +202,14 @@ func (w *SourceWorker) DisableSubTasks() {
 func (w *SourceWorker) EnableRelay(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.relayEnabled || w.closed {
+	if w.relayWatches != nil || w.closed {
 		return
 	}
-	w.relayEnabled = true
-	ctx, w.relayCancel = context.WithCancel(ctx)
-	w.relayWG = &sync.WaitGroup{}
+	ws := &watchSet{}
+	ctx, ws.cancel = context.WithCancel(ctx)
+	w.relayWatches = ws
 	key := ha.Keys{Prefix: w.cfg.Store.Prefix()}.RelayStage(w.source)
-	w.watch(ctx, w.relayWG, "relay-stage", key, func(rest string) (string, bool) {
+	w.watch(ctx, &ws.wg, "relay-stage", key, func(rest string) (string, bool) {
 		// The prefix is the key itself; longer keys belong to other sources.
 		return relayKey, rest == ""
 	}, func() []string { return []string{relayKey} }, nil)
@@ -226,16 +217,9 @@ func (w *SourceWorker) EnableRelay(ctx context.Context) {
 
 // DisableRelay stops watching the relay stage and closes the relay.
 func (w *SourceWorker) DisableRelay() {
-	w.mu.Lock()
-	if !w.relayEnabled {
-		w.mu.Unlock()
+	if !w.stopWatches(&w.relayWatches) {
 		return
 	}
-	w.relayEnabled = false
-	cancel, wg := w.relayCancel, w.relayWG
-	w.mu.Unlock()
-	cancel()
-	wg.Wait()
 	w.mu.Lock()
 	r := w.relay
 	w.relay, w.relayErr, w.relayStageRev = nil, nil, 0
@@ -245,11 +229,32 @@ func (w *SourceWorker) DisableRelay() {
 	}
 }
 
+// watchSet is a group of watch loops started and stopped together.
+type watchSet struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// stopWatches stops the watch loops in *field (nil when disabled), sets it
+// to nil and waits for them; false when they were not running.
+func (w *SourceWorker) stopWatches(field **watchSet) bool {
+	w.mu.Lock()
+	ws := *field
+	*field = nil
+	w.mu.Unlock()
+	if ws == nil {
+		return false
+	}
+	ws.cancel()
+	ws.wg.Wait()
+	return true
+}
+
 // RelayEnabled reports whether relay handling is on.
 func (w *SourceWorker) RelayEnabled() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.relayEnabled
+	return w.relayWatches != nil
 }
 
 // Close stops watching, closes subtasks and relay gracefully (checkpoints
@@ -268,15 +273,13 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 		return
 	}
 	w.closed = true
-	w.subEnabled, w.relayEnabled = false, false
-	var cancels []context.CancelFunc
-	var wgs []*sync.WaitGroup
-	if w.subCancel != nil {
-		cancels, wgs = append(cancels, w.subCancel), append(wgs, w.subWG)
+	var watches []*watchSet
+	for _, ws := range []*watchSet{w.subWatches, w.relayWatches} {
+		if ws != nil {
+			watches = append(watches, ws)
+		}
 	}
-	if w.relayCancel != nil {
-		cancels, wgs = append(cancels, w.relayCancel), append(wgs, w.relayWG)
-	}
+	w.subWatches, w.relayWatches = nil, nil
 	r := w.relay
 	w.relay = nil
 	w.mu.Unlock()
@@ -294,15 +297,15 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 	}
 	wg.Wait()
 
-	for _, c := range cancels {
-		c()
+	for _, ws := range watches {
+		ws.cancel()
 	}
 	w.queue.ShutDown()
 	if w.cancel != nil {
 		w.cancel()
 	}
-	for _, g := range wgs {
-		g.Wait()
+	for _, ws := range watches {
+		ws.wg.Wait()
 	}
 	w.wg.Wait()
 	// A reconciler may have created a subtask between the first sweep and
@@ -513,7 +516,7 @@ func (w *SourceWorker) runReconciler(ctx context.Context) {
 // in status and logged.
 func (w *SourceWorker) reconcileSubTask(ctx context.Context, name string) error {
 	w.mu.Lock()
-	enabled := w.subEnabled
+	enabled := w.subWatches != nil
 	w.mu.Unlock()
 	if !enabled {
 		return nil
@@ -697,7 +700,7 @@ func (w *SourceWorker) setTaskErr(name string, err error) {
 // reconcileRelay converges the relay holder to the relay stage key.
 func (w *SourceWorker) reconcileRelay(ctx context.Context) error {
 	w.mu.Lock()
-	enabled, r := w.relayEnabled, w.relay
+	enabled, r := w.relayWatches != nil, w.relay
 	w.mu.Unlock()
 	if !enabled {
 		return nil

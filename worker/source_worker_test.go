@@ -552,26 +552,24 @@ func TestSourceWorkerScale(t *testing.T) {
 	t.Logf("1000 stage flips reconciled in %s", time.Since(start))
 }
 
-// putMany writes config and stage of many tasks, 64 keys per transaction.
+// putMany writes config and stage of many tasks from 20 writers.
 func (e *swEnv) putMany(names []string, expect stage.Stage) {
-	e.t.Helper()
-	var wg sync.WaitGroup
-	for i := 0; i < len(names); i += 50 {
-		batch := names[i:min(i+50, len(names))]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, n := range batch {
-				if _, err := e.master.PutSubTask(context.Background(), taskConfig(n), ha.Stage{Expect: expect, Source: testSource, Task: n}); err != nil {
-					e.t.Errorf("put %s: %v", n, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	e.forMany(names, func(n string) error {
+		_, err := e.master.PutSubTask(context.Background(), taskConfig(n), ha.Stage{Expect: expect, Source: testSource, Task: n})
+		return err
+	})
 }
 
+// setMany writes the stage of many tasks from 20 writers.
 func (e *swEnv) setMany(names []string, expect stage.Stage) {
+	e.forMany(names, func(n string) error {
+		_, err := e.master.PutSubTaskStage(context.Background(), ha.Stage{Expect: expect, Source: testSource, Task: n})
+		return err
+	})
+}
+
+// forMany runs put for every name, 50 names per writer goroutine.
+func (e *swEnv) forMany(names []string, put func(name string) error) {
 	e.t.Helper()
 	var wg sync.WaitGroup
 	for i := 0; i < len(names); i += 50 {
@@ -580,8 +578,8 @@ func (e *swEnv) setMany(names []string, expect stage.Stage) {
 		go func() {
 			defer wg.Done()
 			for _, n := range batch {
-				if _, err := e.master.PutSubTaskStage(context.Background(), ha.Stage{Expect: expect, Source: testSource, Task: n}); err != nil {
-					e.t.Errorf("put stage %s: %v", n, err)
+				if err := put(n); err != nil {
+					e.t.Errorf("write keys of %s: %v", n, err)
 				}
 			}
 		}()
