@@ -552,7 +552,7 @@ func TestSourceWorkerScale(t *testing.T) {
 	t.Logf("1000 stage flips reconciled in %s", time.Since(start))
 }
 
-// putMany writes config and stage of many tasks from 20 writers.
+// putMany writes config and stage of many tasks concurrently.
 func (e *swEnv) putMany(names []string, expect stage.Stage) {
 	e.forMany(names, func(n string) error {
 		_, err := e.master.PutSubTask(context.Background(), taskConfig(n), ha.Stage{Expect: expect, Source: testSource, Task: n})
@@ -560,7 +560,7 @@ func (e *swEnv) putMany(names []string, expect stage.Stage) {
 	})
 }
 
-// setMany writes the stage of many tasks from 20 writers.
+// setMany writes the stage of many tasks concurrently.
 func (e *swEnv) setMany(names []string, expect stage.Stage) {
 	e.forMany(names, func(n string) error {
 		_, err := e.master.PutSubTaskStage(context.Background(), ha.Stage{Expect: expect, Source: testSource, Task: n})
