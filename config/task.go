@@ -57,6 +57,18 @@ type DMCompat struct {
 	EnableHeartbeat     bool     `json:"enable-heartbeat,omitempty"`
 }
 
+// validateNamed validates every entry of one of the task file's named maps,
+// in key order, under the path field.name.
+func validateNamed[V any, PV interface {
+	*V
+	validate(p *problems, path string)
+}](p *problems, field string, m map[string]V) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		PV(&v).validate(p, join(field, k))
+	}
+}
+
 // Validate reports every problem of the task file at once as a
 // *ValidationError (nil when there is none): the task's own fields, every
 // named rule and config, every instance, duplicate source ids and references
@@ -71,34 +83,13 @@ func (c *TaskConfig) Validate() error {
 	validateMetaSchema(&p, "meta-schema", c.MetaSchema)
 	c.TargetDatabase.validate(&p, "target-database")
 
-	for _, k := range slices.Sorted(maps.Keys(c.BAList)) {
-		b := c.BAList[k]
-		b.validate(&p, join("block-allow-list", k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(c.Routes)) {
-		r := c.Routes[k]
-		r.validate(&p, join("routes", k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(c.Filters)) {
-		r := c.Filters[k]
-		r.validate(&p, join("filters", k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(c.Syncers)) {
-		s := c.Syncers[k]
-		s.validate(&p, join("syncers", k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(c.Mydumpers)) {
-		m := c.Mydumpers[k]
-		m.validate(&p, join("mydumpers", k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(c.Loaders)) {
-		l := c.Loaders[k]
-		l.validate(&p, join("loaders", k))
-	}
-	for _, k := range slices.Sorted(maps.Keys(c.Validators)) {
-		v := c.Validators[k]
-		v.validate(&p, join("validators", k))
-	}
+	validateNamed(&p, "block-allow-list", c.BAList)
+	validateNamed(&p, "routes", c.Routes)
+	validateNamed(&p, "filters", c.Filters)
+	validateNamed(&p, "syncers", c.Syncers)
+	validateNamed(&p, "mydumpers", c.Mydumpers)
+	validateNamed(&p, "loaders", c.Loaders)
+	validateNamed(&p, "validators", c.Validators)
 
 	if len(c.MySQLInstances) == 0 {
 		p.add("mysql-instances", "[]", "a task needs at least one source")
