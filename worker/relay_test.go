@@ -37,17 +37,6 @@ func relayDirSize(t *testing.T, dir string) int64 {
 	return n
 }
 
-func relayWait(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestFileRelayStages(t *testing.T) {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true, MaxBinlogSize: 16 << 10})
 	src.Exec(t, "CREATE DATABASE db")
@@ -80,7 +69,7 @@ func TestFileRelayStages(t *testing.T) {
 		return st.RelayBinlog == binlog.Location{Name: file, Pos: pos}.String() && st.MasterBinlog == st.RelayBinlog
 	}
 	insert(0, 100)
-	relayWait(t, 30*time.Second, "relay to catch up while Running", caughtUp)
+	within(t, 30*time.Second, "relay to catch up while Running", caughtUp)
 	st := h.Status()
 	if st.Stage != stage.Running || st.RelayDir != dir || st.RelayBinlogGTID == "" || len(st.Errors) != 0 {
 		t.Fatalf("status = %+v", st)
@@ -109,7 +98,7 @@ func TestFileRelayStages(t *testing.T) {
 	if err := h.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	relayWait(t, 30*time.Second, "relay to catch up after Resume", caughtUp)
+	within(t, 30*time.Second, "relay to catch up after Resume", caughtUp)
 
 	// A reader blocks purging its file: 409 purge-forbidden naming it.
 	rd := h.NewReader("sync-task1")
@@ -152,9 +141,9 @@ func TestFileRelayPausesOnResumableError(t *testing.T) {
 	if err := h.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	relayWait(t, 30*time.Second, "relay to write", func() bool { return h.Status().RelayBinlog != "" })
+	within(t, 30*time.Second, "relay to write", func() bool { return h.Status().RelayBinlog != "" })
 	src.Stop(t)
-	relayWait(t, 60*time.Second, "relay to pause with the error", func() bool { return h.Stage() == stage.Paused })
+	within(t, 60*time.Second, "relay to pause with the error", func() bool { return h.Stage() == stage.Paused })
 	res := h.Result()
 	if !res.Resumable() || h.ExplicitlyPaused() || len(h.Status().Errors) == 0 {
 		t.Fatalf("result %+v, explicit %v; want a resumable error", res, h.ExplicitlyPaused())
@@ -163,7 +152,7 @@ func TestFileRelayPausesOnResumableError(t *testing.T) {
 	if err := h.AutoResume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	relayWait(t, 30*time.Second, "relay to run again", func() bool {
+	within(t, 30*time.Second, "relay to run again", func() bool {
 		return h.Stage() == stage.Running && h.Result() == nil && len(h.Status().Errors) == 0
 	})
 }

@@ -307,13 +307,7 @@ func testConfig(mode string) *config.SubTaskConfig {
 // waitFor waits until cond holds, failing the test after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	within(t, 10*time.Second, what, cond)
 }
 
 func waitStage(t *testing.T, s *SubTask, want stage.Stage) {
