@@ -5,15 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/fnv"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
 
 // upstream is what the relay needs to know about the server it pulls from.
@@ -24,18 +22,13 @@ type upstream struct {
 
 // openDB opens a pool to the source; it connects lazily.
 func openDB(from config.DBConfig) (*sql.DB, error) {
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd = from.User, from.Password
-	cfg.Net = "tcp"
-	cfg.Addr = net.JoinHostPort(from.Host, strconv.Itoa(from.Port))
-	cfg.Timeout = 10 * time.Second
+	cfg := dbconn.DriverConfig(from)
 	cfg.ReadTimeout = 30 * time.Second
 	cfg.WriteTimeout = 30 * time.Second
-	conn, err := mysql.NewConnector(cfg)
+	db, err := dbconn.Open(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("relay: source address %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("relay: source: %w", err)
 	}
-	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(2)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(time.Minute)
@@ -50,11 +43,11 @@ func detectUpstream(ctx context.Context, db *sql.DB, flavor string) (upstream, e
 		up.mariadb = true
 	case config.FlavorMySQL:
 	default:
-		var version string
-		if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-			return up, fmt.Errorf("relay: detect the source's flavor: %w", err)
+		detected, err := dbconn.DetectFlavor(ctx, db)
+		if err != nil {
+			return up, fmt.Errorf("relay: %w", err)
 		}
-		up.mariadb = strings.Contains(strings.ToLower(version), "mariadb")
+		up.mariadb = detected == config.FlavorMariaDB
 	}
 	if up.mariadb {
 		var serverID, domain uint64

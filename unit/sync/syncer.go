@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit"
 )
@@ -139,7 +140,7 @@ func (s *Syncer) Init(ctx context.Context) error {
 		if err != nil {
 			return closeAfter(db, errs.New(CodeConfig, false, "sync: %w", err))
 		}
-		flavor, err = detectFlavor(ctx, srcDB)
+		flavor, err = dbconn.DetectFlavor(ctx, srcDB)
 		if cerr := srcDB.Close(); cerr != nil {
 			s.logger.Warn("close source pool", zap.Error(cerr))
 		}
