@@ -94,6 +94,8 @@ type writer struct {
 	offset     int64 // bytes in file
 	delta      int64 // source position = offset + delta
 	deltaKnown bool
+	headerEnd  int64 // offset after the magic and the format description event
+	hasGroup   bool  // a whole event group is in the file (or pending for it)
 	checksum   bool
 	nextName   string // file announced by a rotate event, created at its format description event
 
@@ -136,7 +138,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		w.gtid = newGTIDSet(up.mariadb)
 	}
 
-	dl := &deadlineDialer{timeout: deadAfter}
+	dl := &binlog.DeadlineDialer{Timeout: deadAfter}
 	flavor := "mysql"
 	if up.mariadb {
 		flavor = "mariadb"
@@ -153,7 +155,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		HeartbeatPeriod:  heartbeatPeriod,
 		// No ReadTimeout: go-mysql would set a read deadline before every
 		// packet. dl bounds the handshake, the ticker's watchdog the dump.
-		Dialer: dl.dial,
+		Dialer: dl.Dial,
 		// Events are handled on go-mysql's reading goroutine, without a
 		// channel hand-off per event; the streamer only reports errors.
 		SynchronousEventHandler: eventHandler(w.handleEvent),
@@ -202,7 +204,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 	}
 	// The handshake and the dump command are done: from now on the
 	// ticker's watchdog detects a dead source, not a read deadline.
-	if err := dl.clear(); err != nil {
+	if err := dl.Clear(); err != nil {
 		return false, pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
 	}
 	r.setErr(nil)
@@ -324,6 +326,9 @@ func (w *writer) handle(ev *replication.BinlogEvent) error {
 		}
 		return w.createFile(w.nextName, raw)
 	}
+	if h.Type == replication.MARIADB_GTID_LIST_EVENT && h.artificial() && w.file != nil && !w.hasGroup && !w.tracker.inGroup {
+		return w.skipTo(h, raw)
+	}
 	if h.artificial() {
 		return nil
 	}
@@ -342,7 +347,8 @@ func (w *writer) createFile(name string, fde []byte) error {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: create %s: %w", w.r.source, path, err)
 	}
 	w.file, w.fileName, w.nextName = f, name, ""
-	w.offset, w.delta, w.deltaKnown = 0, 0, false
+	w.offset, w.delta, w.deltaKnown, w.hasGroup = 0, 0, false, false
+	w.headerEnd = int64(len(magic) + len(fde))
 	w.pending = append(append(w.pending[:0], magic...), fde...)
 	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
 	if err := w.flushPending(); err != nil {
@@ -353,6 +359,36 @@ func (w *writer) createFile(name string, fde []byte) error {
 	}
 	w.r.log.Info("relay file started", zap.String("file", name), zap.String("subdir", w.sub.Name))
 	return w.sync()
+}
+
+// skipTo handles the artificial Gtid_list event a MariaDB source sends when
+// a dump started from a GTID set skips the event groups before it: the event
+// ends where the next one starts. In a file that holds no group yet, the
+// source file's own header events (Gtid_list, Binlog_checkpoint) are
+// dropped and this event takes their place, so that the file keeps one
+// constant offset delta from here on (see doc.go) and its first Gtid_list
+// names the set it starts at. Without a skip it is ignored, like any
+// artificial event.
+func (w *writer) skipTo(h eventHeader, raw []byte) error {
+	start := int64(h.LogPos) - int64(h.Size)
+	if w.deltaKnown && start == w.offset+int64(len(w.pending))+w.delta {
+		return nil
+	}
+	if w.offset > w.headerEnd {
+		if err := w.file.Truncate(w.headerEnd); err != nil {
+			return errs.New(CodeRelayWrite, false, "relay of source %q: truncate %s: %w", w.r.source, w.fileName, err)
+		}
+		w.offset = w.headerEnd
+		w.dirty = true
+	}
+	if keep := w.headerEnd - w.offset; keep >= 0 && keep < int64(len(w.pending)) {
+		w.pending = w.pending[:keep] // the magic and format description event, when not written yet
+	}
+	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
+	w.deltaKnown = false
+	w.r.log.Info("the source skipped to the GTID start; relay file restarts after its header",
+		zap.String("file", w.fileName), zap.Uint32("position", h.LogPos))
+	return w.appendEvent(h, raw)
 }
 
 // appendEvent adds a non-artificial event to pending; whole transactions
@@ -379,6 +415,7 @@ func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 	boundary, done := w.tracker.step(h, raw)
 	if done != nil {
 		w.gtid.add(*done)
+		w.hasGroup = true
 	}
 	if !boundary {
 		return nil
