@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"net"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -29,36 +28,6 @@ const (
 type eventHandler func(*replication.BinlogEvent) error
 
 func (f eventHandler) HandleEvent(ev *replication.BinlogEvent) error { return f(ev) }
-
-// deadlineDialer dials the source with a deadline on the whole connection,
-// so that a source that stops answering during the handshake or the start
-// of the dump cannot hang the relay. Only runOnce's goroutine uses it.
-type deadlineDialer struct {
-	timeout time.Duration
-	conn    net.Conn // the last connection dialed
-}
-
-func (d *deadlineDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.SetDeadline(time.Now().Add(d.timeout)); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	d.conn = c
-	return c, nil
-}
-
-// clear removes the deadline of the last connection dialed.
-func (d *deadlineDialer) clear() error {
-	if d.conn == nil {
-		return nil
-	}
-	return d.conn.SetDeadline(time.Time{})
-}
 
 // handleEvent is called by go-mysql's reading goroutine for every event.
 func (w *writer) handleEvent(ev *replication.BinlogEvent) error {

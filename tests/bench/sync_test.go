@@ -24,10 +24,10 @@ import (
 
 // Parameters of the sync benchmark.
 const (
-	syncRowsEnv     = "BENCH_SYNC_ROWS" // row changes in the backlog (default 1000000)
-	syncMaxBinlog   = 256 << 20         // the source's max_binlog_size
-	syncWorkerCount = 16
-	syncBatch       = 100
+	syncRowsEnv    = "BENCH_SYNC_ROWS"    // row changes in the backlog (default 1000000)
+	syncWorkersEnv = "BENCH_SYNC_WORKERS" // the sync unit's worker-count (default 16, DM's default)
+	syncBatchEnv   = "BENCH_SYNC_BATCH"   // the sync unit's batch (default 100, DM's default)
+	syncMaxBinlog  = 256 << 20            // the source's max_binlog_size
 	// nativeParallel is slave_parallel_threads of the parallel native run.
 	nativeParallel = 4
 )
@@ -59,10 +59,11 @@ func (c catchUp) rowsPerSec(rows int64) float64 { return float64(rows) / c.elaps
 // TestSyncCatchUp pre-generates a backlog of BENCH_SYNC_ROWS row changes (sysbench
 // oltp_write_only on sbTables tables), then catches it up, one after the other and each into a
 // fresh target holding the same initial rows, with (a) the sync unit (incremental,
-// worker-count 16, batch 100), (b) native replication single-threaded and (c) native
+// worker-count BENCH_SYNC_WORKERS, batch BENCH_SYNC_BATCH; DM's defaults 16 and 100), (b) native replication single-threaded and (c) native
 // replication with slave_parallel_threads=4, optimistic; each target must equal the source.
 func TestSyncCatchUp(t *testing.T) {
 	rows := envInt(t, syncRowsEnv, 1_000_000)
+	workers, batch := envInt(t, syncWorkersEnv, 16), envInt(t, syncBatchEnv, 100)
 	ctx := t.Context()
 	src := startSource(t, "sync-src", syncMaxBinlog)
 	srcDB := src.DB(t)
@@ -97,7 +98,7 @@ func TestSyncCatchUp(t *testing.T) {
 			Source:    config.DBConfig{Host: src.Host(), Port: src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword},
 			Target:    config.DBConfig{Host: tgt.inst.Host(), Port: tgt.inst.Port(), User: mariadbtest.RootUser},
 			StartName: start.Name, StartPos: start.Pos, Rows: committed,
-			WorkerCount: syncWorkerCount, Batch: syncBatch}
+			WorkerCount: int(workers), Batch: int(batch)}
 		if p := os.Getenv(profileEnv); p != "" {
 			params.CPUProfile = filepath.Join(p, "sync.cpu.pprof")
 		}
@@ -135,7 +136,7 @@ func TestSyncCatchUp(t *testing.T) {
 	rSingle := ratio(dm.rowsPerSec(committed), single.rowsPerSec(committed))
 	rParallel := ratio(dm.rowsPerSec(committed), parallel.rowsPerSec(committed))
 	record(t, "sync-catch-up",
-		f("row_changes", committed), f("binlog_MB", mb(backlog)),
+		f("row_changes", committed), f("binlog_MB", mb(backlog)), f("worker_count", workers), f("batch", batch),
 		f("dm_rows_per_s", dm.rowsPerSec(committed)),
 		f("native1_rows_per_s", single.rowsPerSec(committed)),
 		f("native4_rows_per_s", parallel.rowsPerSec(committed)),

@@ -3,7 +3,9 @@ package syncer
 import (
 	"context"
 	"database/sql"
+	"hash/maphash"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,11 +49,26 @@ type applyWorker struct {
 	floor binlog.Location
 
 	marked atomic.Uint64 // highest mark applied
+	// catchingUp is the dispatcher's: while set, a worker with less than a
+	// full batch waits up to catchUpLinger for more before committing.
+	catchingUp *atomic.Bool
 }
+
+// catchUpLinger is how long a worker waits for a batch to fill while the
+// unit is catching up (the binlog it reads is catchUpLag or more behind).
+// Full batches mean fewer target transactions and more rows per
+// statement; in steady replication nothing waits.
+const (
+	catchUpLinger = 30 * time.Millisecond
+	catchUpLag    = 2 * time.Second
+)
 
 // run applies jobs until ctx is done or applying fails.
 func (w *applyWorker) run(ctx context.Context) error {
 	pending := make([]*change, 0, w.batch)
+	linger := time.NewTimer(catchUpLinger)
+	linger.Stop()
+	defer linger.Stop()
 	for {
 		var j job
 		select {
@@ -72,8 +89,20 @@ func (w *applyWorker) run(ctx context.Context) error {
 			}
 			select {
 			case j = <-w.in:
+				continue
 			default:
+			}
+			if !w.catchingUp.Load() {
 				break collect
+			}
+			linger.Reset(catchUpLinger)
+			select {
+			case j = <-w.in:
+				linger.Stop()
+			case <-linger.C:
+				break collect
+			case <-ctx.Done():
+				return context.Cause(ctx)
 			}
 		}
 		if len(pending) > 0 {
@@ -105,9 +134,15 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 	}
 	stmts = append(stmts, w.store.safePointStmt(w.id, highest))
 	began := time.Now()
+	// A batch sent to the target runs to its end even when the run is
+	// cancelled (pause, stop), so that no transaction commits on the target
+	// after the unit has stopped; only a batch still running applyGrace
+	// after the cancel is abandoned.
+	execCtx, release := graceContext(ctx, applyGrace)
+	defer release()
 	var err error
 	for attempt := 0; attempt <= batchRetries; attempt++ {
-		if err = execTx(ctx, w.db, stmts); err == nil {
+		if err = execTx(execCtx, w.db, stmts); err == nil {
 			break
 		}
 		if code := mysqlErrorCode(err); code != 1213 && code != 1205 {
@@ -122,6 +157,10 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
+			if execCtx.Err() != nil {
+				w.logger.Warn("a batch still running on the target after the grace period was abandoned; it may yet commit, "+
+					"which the safe point written with it makes harmless", zap.Int("worker", w.id), zap.Stringer("binlog", highest))
+			}
 			return context.Cause(ctx)
 		}
 		return errs.Wrap(err, CodeExec, "sync: apply a batch of %d row changes (up to binlog %s) on the target, worker %d",
@@ -138,6 +177,34 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 	w.stats.batches.Add(1)
 	w.metrics.batch(len(batch), time.Since(began))
 	return nil
+}
+
+// applyGrace is how long a batch already sent may keep running after its
+// run is cancelled.
+const applyGrace = 5 * time.Second
+
+// graceContext returns a context that ends grace after ctx ends (or when
+// release is called), not at once.
+func graceContext(ctx context.Context, grace time.Duration) (_ context.Context, release func()) {
+	out, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, func() { cancel(context.Cause(ctx)) })
+	})
+	return out, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // crashExitCode is the exit status of the crash fault points.
@@ -160,15 +227,27 @@ const maxCausalityKeys = 1 << 20
 // to the same worker, in binlog order. It is owned by the read loop.
 type dispatcher struct {
 	workers  []*applyWorker
-	keys     map[string]int // causality key -> worker holding changes of it
+	keys     map[uint64]int // causality key hash -> worker holding changes of it
 	seq      uint64         // last mark sent
 	progress chan struct{}
+	seed     maphash.Seed
+	scratch  []uint64 // causality key hashes of the change being dispatched
+	buf      []byte
+	// catchingUp is set by the read loop while it reads binlog written
+	// catchUpLag or more ago; the workers read it.
+	catchingUp atomic.Bool
+}
+
+func newDispatcher(progress chan struct{}) *dispatcher {
+	return &dispatcher{keys: map[uint64]int{}, progress: progress, seed: maphash.MakeSeed()}
 }
 
 // dispatch sends one change to its worker. When the change's keys are held
 // by different workers, it first waits for every worker to drain.
 func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
-	keys := causalityKeys(c)
+	var keys []uint64
+	keys, d.buf = causalityKeys(d.scratch[:0], c, d.seed, d.buf)
+	d.scratch = keys
 	target, conflict := -1, false
 	for _, k := range keys {
 		if w, ok := d.keys[k]; ok {
@@ -186,7 +265,7 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 		target = -1
 	}
 	if target == -1 {
-		target = int(hashKey(keys[0]) % uint32(len(d.workers)))
+		target = int(keys[0] % uint64(len(d.workers)))
 	}
 	for _, k := range keys {
 		d.keys[k] = target

@@ -19,7 +19,7 @@ func TestKilledAtRandomMoments(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{})
 	cfg, src := e.configs(t, "crash")
 	cfg.Syncer.Batch = 20
-	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable, "CREATE TABLE app.t2 "+workloadTable)
+	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable, "CREATE TABLE app.t2 "+workloadTablePK)
 
 	w := &workload{db: e.srcDB, tables: []string{"app.t1", "app.t2"}}
 	ctx, stopLoad := context.WithCancel(context.Background())

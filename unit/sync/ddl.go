@@ -92,8 +92,8 @@ func (d *ddlApplier) barrier(ctx context.Context, end binlog.Location) error {
 		return err
 	}
 	r.marks = r.marks[:0]
-	r.marked, r.markedAt = r.txnEnd, time.Now()
-	return r.save(ctx, savedCheckpoint{loc: r.txnEnd, pendingDDL: end})
+	r.marked, r.markedAt = r.boundary(), time.Now()
+	return r.save(ctx, savedCheckpoint{loc: r.marked, pendingDDL: end})
 }
 
 // finish ends the DDL: the failpoint between DDL and checkpoint, cache
@@ -111,9 +111,9 @@ func (d *ddlApplier) finish(ctx context.Context, end binlog.Location) error {
 	if err := r.commit(); err != nil {
 		return err
 	}
-	r.marked = r.txnEnd
+	r.marked = r.boundary()
 	r.pendingDDL = binlog.Location{}
-	return r.save(ctx, savedCheckpoint{loc: r.txnEnd})
+	return r.save(ctx, savedCheckpoint{loc: r.marked})
 }
 
 // applyHandled runs an operator's skip or replace for a stuck DDL.

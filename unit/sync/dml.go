@@ -1,8 +1,7 @@
 package syncer
 
 import (
-	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
@@ -204,14 +203,17 @@ func (l *stmtList) flush() {
 	}
 }
 
-// statements turns a batch of changes into statements, in order. It merges
-// only where the result is the same as applying the changes one by one:
+// statements turns a batch of changes into statements. Changes of
+// compactable tables are reduced to end states (see compact); the others
+// keep their order, merged only where the result is the same as applying
+// them one by one:
 // runs of inserts into one table become one multi-row INSERT; runs of
 // deletes from one table with a key become one DELETE (deleting distinct
 // rows commutes; a key deleted twice matches nothing the second time);
 // adjacent REPLACEs (safe mode) of one table become one multi-row REPLACE.
 func statements(changes []*change) []stmt {
-	var l stmtList
+	out, changes := compact(changes)
+	l := stmtList{out: out}
 	for i := 0; i < len(changes); {
 		c := changes[i]
 		j := i + 1
@@ -256,46 +258,41 @@ func statements(changes []*change) []stmt {
 	return l.out
 }
 
-// causalityKeys are the keys two changes conflict on: every unique key's
-// values (old and new row), or the table itself when it has no key.
-func causalityKeys(c *change) []string {
+// causalityKeys appends to keys what c conflicts on, hashed: every unique
+// key's values (old and new row; text folded to lower case, as the usual
+// case-insensitive collations compare), or the table itself when it has no
+// key. Two changes sharing a hash stay in order on one worker; a collision
+// of different keys only costs parallelism. buf is scratch space.
+func causalityKeys(keys []uint64, c *change, seed maphash.Seed, buf []byte) ([]uint64, []byte) {
 	ti := c.table
-	if len(ti.key) == 0 {
-		// Rows matched on all columns: keep the whole table in order.
-		return []string{"t\x00" + ti.target.String()}
-	}
-	var keys []string
+	buf = append(buf[:0], ti.target.Schema...)
+	buf = append(buf, 0)
+	buf = append(buf, ti.target.Table...)
+	buf = append(buf, 0)
+	prefix := len(buf)
+	n := len(keys)
 	add := func(row []any) {
 		if row == nil {
 			return
 		}
 	next:
-		for n, cols := range ti.uniques {
-			var b strings.Builder
-			fmt.Fprintf(&b, "%s\x00%d", ti.target.String(), n)
+		for u, cols := range ti.uniques {
 			for _, i := range cols {
-				v := row[i]
-				if v == nil {
+				if row[i] == nil {
 					continue next // NULLs never conflict in a unique key
 				}
-				if bs, ok := v.([]byte); ok {
-					v = strings.ToLower(string(bs))
-				}
-				fmt.Fprintf(&b, "\x00%v", v)
 			}
-			keys = append(keys, b.String())
+			buf = appendKey(append(buf[:prefix], byte(u)), row, cols, true)
+			keys = append(keys, maphash.Bytes(seed, buf))
 		}
 	}
-	add(c.before)
-	add(c.after)
-	if len(keys) == 0 {
-		return []string{"t\x00" + ti.target.String()}
+	if len(ti.key) > 0 {
+		add(c.before)
+		add(c.after)
 	}
-	return keys
-}
-
-func hashKey(k string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(k))
-	return h.Sum32()
+	if len(keys) == n {
+		// Rows matched on all columns: keep the whole table in order.
+		keys = append(keys, maphash.Bytes(seed, buf[:prefix]))
+	}
+	return keys, buf
 }

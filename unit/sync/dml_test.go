@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"hash/maphash"
 	"reflect"
 	"testing"
 
@@ -138,16 +139,35 @@ func TestJoinStatements(t *testing.T) {
 }
 
 func TestCausalityKeys(t *testing.T) {
+	seed := maphash.MakeSeed()
+	keys := func(c *change) []uint64 {
+		k, _ := causalityKeys(nil, c, seed, nil)
+		return k
+	}
 	ti := &tableInfo{target: tableName{"db", "t"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
-	c := &change{kind: kindUpdate, table: ti, before: []any{int64(1), []byte("A")}, after: []any{int64(2), nil}}
-	got := causalityKeys(c)
-	want := []string{"`db`.`t`\x000\x001", "`db`.`t`\x001\x00a", "`db`.`t`\x000\x002"}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("causalityKeys = %q, want %q", got, want)
+	other := &tableInfo{target: tableName{"db", "t2"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
+	update := keys(&change{kind: kindUpdate, table: ti, before: []any{int64(1), []byte("A")}, after: []any{int64(2), nil}})
+	if len(update) != 3 {
+		t.Fatalf("an update from (1, A) to (2, NULL) has %d keys, want 3 (NULL is no key)", len(update))
+	}
+	same := func(a, b []uint64) bool { return reflect.DeepEqual(a, b) }
+	if got := keys(&change{kind: kindInsert, table: ti, after: []any{int64(1), []byte("a")}}); !same(got, update[:2]) {
+		t.Errorf("keys of (1, a) = %v, want the update's old keys %v (text folded)", got, update[:2])
+	}
+	if got := keys(&change{kind: kindDelete, table: ti, before: []any{int64(2), []byte("x")}}); got[0] != update[2] {
+		t.Errorf("primary key 2 hashes to %d, want the update's new key %d", got[0], update[2])
+	}
+	if got := keys(&change{kind: kindInsert, table: other, after: []any{int64(1), []byte("a")}}); got[0] == update[0] || got[1] == update[1] {
+		t.Error("the same key values in another table share a key")
+	}
+	if got := keys(&change{kind: kindInsert, table: ti, after: []any{int64(1), []byte("b")}}); got[1] == update[1] {
+		t.Error("different unique key values share a key")
 	}
 	nokey := &tableInfo{target: tableName{"db", "n"}, columns: []string{"a"}}
-	if got := causalityKeys(&change{kind: kindInsert, table: nokey, after: []any{int64(1)}}); len(got) != 1 || got[0] != "t\x00`db`.`n`" {
-		t.Fatalf("keys of a table without key = %q", got)
+	a := keys(&change{kind: kindInsert, table: nokey, after: []any{int64(1)}})
+	b := keys(&change{kind: kindDelete, table: nokey, before: []any{int64(2)}})
+	if len(a) != 1 || !same(a, b) {
+		t.Fatalf("keys of a table without key: %v and %v, want one shared key", a, b)
 	}
 }
 

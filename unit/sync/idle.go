@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -11,15 +12,21 @@ import (
 var errIdle = errors.New("sync: no binlog event within the idle tick")
 
 // idleWait gives the read loop a context for waiting on the next event that
-// is cancelled once no event was read for d: one timer, reset per event,
-// instead of a context.WithTimeout per event. A new context is made only
-// after one expired. The read loop owns it; the timer's function only
-// cancels.
+// is cancelled once no event was read for a whole tick: one timer that
+// fires every d and cancels only when no wait began since its last firing,
+// so an event costs an atomic add, not a timer reset or a context. A wait
+// is thus reported idle after between d and 2d without events. A new
+// context is made only after one expired. The read loop owns it; the
+// timer's function only re-arms or cancels.
 type idleWait struct {
 	parent context.Context
 	d      time.Duration
 	timer  *time.Timer
 	ctx    context.Context // the read loop's current wait context
+
+	waits   atomic.Uint64 // waits begun (next calls)
+	seen    atomic.Uint64 // waits at the timer's last firing
+	stopped atomic.Bool
 
 	mu     sync.Mutex
 	cancel context.CancelCauseFunc // cancels ctx; called by the timer
@@ -34,15 +41,25 @@ func newIdleWait(parent context.Context, d time.Duration) *idleWait {
 }
 
 func (w *idleWait) expire() {
+	if w.stopped.Load() {
+		return
+	}
+	if n := w.waits.Load(); n != w.seen.Load() {
+		w.seen.Store(n)
+		w.timer.Reset(w.d)
+		return
+	}
 	w.mu.Lock()
 	cancel := w.cancel
 	w.mu.Unlock()
 	cancel(errIdle)
 }
 
-// next returns the context to wait for the next event with, which ends d
-// from now unless the parent ends first.
+// next returns the context to wait for the next event with, which ends
+// once a whole tick passes without another next call, unless the parent
+// ends first.
 func (w *idleWait) next() context.Context {
+	w.waits.Add(1)
 	if w.ctx.Err() != nil {
 		ctx, cancel := context.WithCancelCause(w.parent)
 		w.mu.Lock()
@@ -50,8 +67,9 @@ func (w *idleWait) next() context.Context {
 		w.ctx, w.cancel = ctx, cancel
 		w.mu.Unlock()
 		old(nil)
+		w.seen.Store(w.waits.Load())
+		w.timer.Reset(w.d)
 	}
-	w.timer.Reset(w.d)
 	return w.ctx
 }
 
@@ -62,6 +80,7 @@ func (w *idleWait) expired(ctx context.Context) bool {
 
 // stop stops the timer and releases the current context.
 func (w *idleWait) stop() {
+	w.stopped.Store(true)
 	w.timer.Stop()
 	w.mu.Lock()
 	cancel := w.cancel

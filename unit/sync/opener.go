@@ -28,6 +28,13 @@ func generateServerID(task, source string) uint32 {
 	return serverIDBase + h.Sum32()%serverIDBase
 }
 
+// The source sends a heartbeat every sourceHeartbeat when it has no event;
+// a stream silent for sourceSilenceLimit is taken for dead.
+const (
+	sourceHeartbeat    = 5 * time.Second
+	sourceSilenceLimit = 3 * sourceHeartbeat
+)
+
 // sourceOpener reads binlog straight from the source over a replication
 // connection of its own; it is the binlog.StreamOpener used when relay does
 // not run for the source.
@@ -54,8 +61,10 @@ func newSourceOpener(src *config.SourceConfig, flavor string, serverID uint32) *
 			ParseTime:               false,
 			TimestampStringLocation: time.UTC,
 			UseDecimal:              true,
-			HeartbeatPeriod:         5 * time.Second,
-			ReadTimeout:             30 * time.Second,
+			HeartbeatPeriod:         sourceHeartbeat,
+			// No ReadTimeout: go-mysql would set a read deadline before
+			// every packet. A DeadlineDialer bounds the handshake, the read
+			// loop's silence limit the dump.
 			// A lost connection ends the stream with an error, so the unit
 			// fails with a resumable error and restarts from its checkpoint.
 			DisableRetrySync: true,
@@ -69,7 +78,10 @@ func newSourceOpener(src *config.SourceConfig, flavor string, serverID uint32) *
 // opened before is closed first.
 func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	o.Close()
-	s := replication.NewBinlogSyncer(o.cfg)
+	dl := &binlog.DeadlineDialer{Timeout: sourceSilenceLimit}
+	cfg := o.cfg
+	cfg.Dialer = dl.Dial
+	s := replication.NewBinlogSyncer(cfg)
 	var (
 		st  *replication.BinlogStreamer
 		err error
@@ -91,6 +103,10 @@ func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.St
 	if err := ctx.Err(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if err := dl.Clear(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("sync: binlog dump from %s:%d: %w", o.cfg.Host, o.cfg.Port, err)
 	}
 	o.mu.Lock()
 	o.syncer = s

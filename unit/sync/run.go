@@ -20,7 +20,7 @@ import (
 
 // idleTick is how long the read loop waits for an event before it does its
 // idle work (checkpoint, lag).
-const idleTick = 500 * time.Millisecond
+const idleTick = 100 * time.Millisecond
 
 // errRunEnded cancels the workers when the read loop returns.
 var errRunEnded = errors.New("sync: run ended")
@@ -40,9 +40,12 @@ type reader struct {
 	tables *tableCache
 	ddl    *ddlApplier
 
-	cur         binlog.Location // after the last event read
-	txnEnd      binlog.Location // after the last complete transaction read
+	cur    binlog.Location // after the last event read
+	txnEnd binlog.Location // after the last complete transaction read
+	// gset is the GTID set at txnEnd; txnEnd.GTID is its text, formatted
+	// only when needed (boundary) since formatting per transaction is costly.
 	gset        mysql.GTIDSet
+	gtidStale   bool
 	pendingGTID string
 	inTxn       bool
 	// safeUntil: changes up to here may already be applied (safe mode).
@@ -54,7 +57,21 @@ type reader struct {
 	markedAt time.Time
 	marked   binlog.Location // location of the last mark sent
 	interval time.Duration
+
+	lastTS      uint32    // timestamp of the last event with one
+	publishedAt time.Time // when status last got the read location
+
+	// silenceLimit: with a stream from the source (which sends
+	// heartbeats), this many idle ticks without any event mean the
+	// connection is dead. Zero for relay streams, which are silent while
+	// the source is.
+	silenceLimit int
+	silentTicks  int
 }
+
+// publishEvery bounds how often the read loop formats its location for
+// status while events stream; idle and the end of a run publish at once.
+const publishEvery = 50 * time.Millisecond
 
 // run is one Process/Resume: load the checkpoint, open the binlog stream,
 // start the workers and read until ctx is done or something fails.
@@ -113,12 +130,12 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errRunEnded)
 	progress := make(chan struct{}, 1)
-	disp := &dispatcher{keys: map[string]int{}, progress: progress}
+	disp := newDispatcher(progress)
 	var wg sync.WaitGroup
 	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
 		w := &applyWorker{id: i, in: make(chan job, 2*s.cfg.Syncer.Batch), db: s.target, store: s.store,
 			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: progress,
-			floor: safeUntil}
+			floor: safeUntil, catchingUp: &disp.catchingUp}
 		disp.workers = append(disp.workers, w)
 		wg.Add(1)
 		go func() {
@@ -139,7 +156,11 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		saved: cp.loc, marked: cp.loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.ddl = newDDLApplier(r)
+	if _, direct := opener.(*sourceOpener); direct {
+		r.silenceLimit = int(sourceSilenceLimit / idleTick)
+	}
 	loopErr := r.loop(runCtx, stream)
+	r.publish(0, true)
 	cancel(loopErr)
 	wg.Wait()
 
@@ -188,6 +209,7 @@ func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
 			}
 			return readError(err)
 		}
+		r.silentTicks = 0
 		if err := r.handle(ctx, ev); err != nil {
 			return err
 		}
@@ -205,6 +227,11 @@ func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
 // idle runs when no event came for idleTick: mark the last boundary so
 // the checkpoint catches up, and report no lag once everything is applied.
 func (r *reader) idle(ctx context.Context) error {
+	r.silentTicks++
+	if r.silenceLimit > 0 && r.silentTicks >= r.silenceLimit {
+		return errs.New(CodeRead, true, "sync: no binlog event or heartbeat from the source for at least %s; the connection is taken for dead",
+			time.Duration(r.silentTicks)*idleTick)
+	}
 	if !r.inTxn {
 		if err := r.maybeMark(ctx, false); err != nil {
 			return err
@@ -213,19 +240,21 @@ func (r *reader) idle(ctx context.Context) error {
 	if err := r.maybeSave(ctx); err != nil {
 		return err
 	}
-	if len(r.marks) == 0 && r.disp.queueDepth() == 0 && r.marked.Compare(r.txnEnd) == 0 {
+	r.publish(0, true)
+	if len(r.marks) == 0 && r.disp.queueDepth() == 0 && !r.gtidStale && r.marked.Compare(r.txnEnd) == 0 {
 		r.s.mu.Lock()
 		r.s.prog.eventTime = time.Time{}
 		r.s.mu.Unlock()
 		r.s.metrics.setLag(0)
 	}
+	r.disp.catchingUp.Store(false)
 	return nil
 }
 
 // maybeMark sends a mark for the last transaction boundary when the flush
 // interval has passed (or force is set) and there is something new.
 func (r *reader) maybeMark(ctx context.Context, force bool) error {
-	if r.txnEnd.Compare(r.marked) == 0 && r.txnEnd.GTID == r.marked.GTID {
+	if !r.gtidStale && r.txnEnd.Compare(r.marked) == 0 && r.txnEnd.GTID == r.marked.GTID {
 		return nil
 	}
 	if !force && time.Since(r.markedAt) < r.interval {
@@ -235,9 +264,20 @@ func (r *reader) maybeMark(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
-	r.marks = append(r.marks, pendingMark{seq: seq, loc: r.txnEnd})
-	r.marked, r.markedAt = r.txnEnd, time.Now()
+	end := r.boundary()
+	r.marks = append(r.marks, pendingMark{seq: seq, loc: end})
+	r.marked, r.markedAt = end, time.Now()
 	return nil
+}
+
+// boundary is the last transaction boundary with its GTID set. Only valid
+// between transactions' changes (gset moves at commit only).
+func (r *reader) boundary() binlog.Location {
+	if r.gtidStale {
+		r.txnEnd.GTID = r.gset.String()
+		r.gtidStale = false
+	}
+	return r.txnEnd
 }
 
 // appliedMark pops every fully applied mark and returns the newest one.
@@ -269,17 +309,28 @@ func (r *reader) save(ctx context.Context, cp savedCheckpoint) error {
 	return nil
 }
 
-// publish shows the read location in status.
-func (r *reader) publish(ts uint32) {
+// publish shows the read location, event time and lag in status, at most
+// every publishEvery unless forced.
+func (r *reader) publish(ts uint32, force bool) {
+	if ts > 0 {
+		r.lastTS = ts
+	}
+	now := time.Now()
+	if !force && now.Sub(r.publishedAt) < publishEvery {
+		return
+	}
+	r.publishedAt = now
 	r.s.mu.Lock()
 	r.s.prog.binlog, r.s.prog.gtid = r.cur.String(), r.gset.String()
-	if ts > 0 {
-		r.s.prog.eventTime = time.Unix(int64(ts), 0)
+	if r.lastTS > 0 {
+		r.s.prog.eventTime = time.Unix(int64(r.lastTS), 0)
 	}
 	r.s.prog.safeMode = r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
 	r.s.mu.Unlock()
-	if ts > 0 {
-		r.s.metrics.setLag(max(0, time.Since(time.Unix(int64(ts), 0)).Seconds()))
+	if r.lastTS > 0 {
+		lag := now.Sub(time.Unix(int64(r.lastTS), 0))
+		r.s.metrics.setLag(max(0, lag.Seconds()))
+		r.disp.catchingUp.Store(lag >= catchUpLag)
 	}
 }
 
@@ -331,7 +382,7 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	default:
 		return nil
 	}
-	r.publish(h.Timestamp)
+	r.publish(h.Timestamp, false)
 	return nil
 }
 
@@ -345,8 +396,8 @@ func (r *reader) commit() error {
 		r.pendingGTID = ""
 	}
 	r.inTxn = false
-	r.cur.GTID = r.gset.String()
-	r.txnEnd = r.cur
+	r.txnEnd = binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
+	r.gtidStale = true
 	r.s.stats.transactions.Add(1)
 	return nil
 }

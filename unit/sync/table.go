@@ -33,6 +33,9 @@ type tableInfo struct {
 	key []int
 	// uniques are every unique key (key included), the causality keys.
 	uniques [][]int
+	// compact: a batch's changes of the table may be reduced to each key's
+	// end state (see compact.go).
+	compact bool
 	// shape is the table map the info was built from, to notice changes.
 	shape *replication.TableMapEvent
 }
@@ -197,13 +200,16 @@ func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *ta
 	if len(ti.key) > 0 {
 		ti.uniques = append(ti.uniques, ti.key)
 	}
+	var targetUniques [][]int
 	for _, idx := range tt.uniques {
 		cols := indexes(idx.columns)
+		targetUniques = append(targetUniques, cols)
 		if cols == nil || slices.Equal(cols, ti.key) {
 			continue
 		}
 		ti.uniques = append(ti.uniques, cols)
 	}
+	ti.compact = compactable(ti, targetUniques)
 	return ti, nil
 }
 

@@ -3,6 +3,7 @@ package syncer
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 )
@@ -65,7 +66,11 @@ func TestColumnTypesRoundTrip(t *testing.T) {
 		"UPDATE app.nokey SET a = 3 WHERE b IS NULL",
 	)
 	e.waitEqual(t, same("app.types", "app.nokey"), r)
+	// Status shows the read location within an idle tick or two.
 	st := u.Status().(Status)
+	for deadline := time.Now().Add(5 * time.Second); st.BinlogGTID == "" && time.Now().Before(deadline); st = u.Status().(Status) {
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
 	if res := r.stop(t); !res.IsCanceled || res.Failed() {
 		t.Fatalf("Process after cancel = %+v, want canceled without errors", res)
 	}

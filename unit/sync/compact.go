@@ -1,0 +1,258 @@
+package syncer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+// Compaction. A batch is one target transaction, so only its end state is
+// ever visible. For a table whose identifying key is the target table's only
+// unique key, rows with different keys never constrain each other, so the
+// batch's changes of that table can be reduced to the last state of each key
+// it touches: gone (one DELETE for all such keys) or present with its last
+// row image (one multi-row INSERT ... ON DUPLICATE KEY UPDATE). A sysbench
+// write-only transaction (update, update, delete, insert of one row) becomes
+// one row of one statement. Writing end states is idempotent, so compaction
+// is as safe to replay after a crash as safe mode's REPLACEs.
+
+// exactKeyType reports whether values of a key column of this type are the
+// same target key exactly when their converted values are equal. Text under
+// a collation is not (case, accents and trailing spaces may not count), nor
+// are floats (0 equals -0).
+func exactKeyType(typ byte, binary bool) bool {
+	switch typ {
+	case mysql.MYSQL_TYPE_TINY, mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_LONG,
+		mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_YEAR, mysql.MYSQL_TYPE_BIT,
+		mysql.MYSQL_TYPE_DECIMAL, mysql.MYSQL_TYPE_NEWDECIMAL,
+		mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE, mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_DATETIME2,
+		mysql.MYSQL_TYPE_TIMESTAMP, mysql.MYSQL_TYPE_TIMESTAMP2, mysql.MYSQL_TYPE_TIME, mysql.MYSQL_TYPE_TIME2,
+		mysql.MYSQL_TYPE_ENUM, mysql.MYSQL_TYPE_SET:
+		return true
+	case mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_STRING, mysql.MYSQL_TYPE_BLOB,
+		mysql.MYSQL_TYPE_TINY_BLOB, mysql.MYSQL_TYPE_MEDIUM_BLOB, mysql.MYSQL_TYPE_LONG_BLOB:
+		return binary
+	}
+	return false
+}
+
+// compactable decides tableInfo.compact: the table has a key, the target
+// has exactly one unique key (the primary key counts) and it is that key,
+// column for column, and every key column compares exactly.
+func compactable(ti *tableInfo, targetUniques [][]int) bool {
+	if len(ti.key) == 0 || len(targetUniques) != 1 || len(targetUniques[0]) != len(ti.key) {
+		return false
+	}
+	for n, i := range ti.key {
+		if targetUniques[0][n] != i || !exactKeyType(ti.types[i], ti.binary[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// appendKey appends an encoding of row's values in cols to b: two rows'
+// encodings are equal exactly when the values are (with fold, text values
+// compare case-insensitively, ASCII and Unicode simple folding).
+func appendKey(b []byte, row []any, cols []int, fold bool) []byte {
+	for _, i := range cols {
+		switch v := row[i].(type) {
+		case nil:
+			b = append(b, 'n')
+		case int64:
+			b = strconv.AppendInt(append(b, 'i'), v, 10)
+		case uint64:
+			b = strconv.AppendUint(append(b, 'u'), v, 10)
+		case []byte:
+			if fold {
+				v = bytes.ToLower(v)
+			}
+			b = binary.AppendUvarint(append(b, 'b'), uint64(len(v)))
+			b = append(b, v...)
+		case string:
+			if fold {
+				v = strings.ToLower(v)
+			}
+			b = binary.AppendUvarint(append(b, 's'), uint64(len(v)))
+			b = append(b, v...)
+		case float64:
+			b = strconv.AppendFloat(append(b, 'f'), v, 'g', -1, 64)
+		default:
+			s := fmt.Sprint(v)
+			b = binary.AppendUvarint(append(b, '?'), uint64(len(s)))
+			b = append(b, s...)
+		}
+		b = append(b, 0)
+	}
+	return b
+}
+
+// keyState is the state a batch leaves one key of a compacted table in.
+type keyState struct {
+	// ti reads row; row is the last image (present) or an image holding the
+	// key (gone).
+	ti      *tableInfo
+	row     []any
+	present bool
+	// fresh: the key's first change in the batch was an insert outside safe
+	// mode, so the row did not exist before and a plain INSERT (which fails
+	// on a duplicate, as an insert would) writes it.
+	fresh bool
+}
+
+// compactGroup collects the end states of one target table's keys.
+type compactGroup struct {
+	keys  map[string]*keyState
+	order []*keyState // by first change, for a deterministic statement order
+}
+
+func (g *compactGroup) state(key []byte, first bool) *keyState {
+	if st, ok := g.keys[string(key)]; ok {
+		return st
+	}
+	st := &keyState{fresh: first}
+	g.keys[string(key)] = st
+	g.order = append(g.order, st)
+	return st
+}
+
+// add folds one change into the group.
+func (g *compactGroup) add(c *change, buf []byte) []byte {
+	ti := c.table
+	switch c.kind {
+	case kindInsert:
+		buf = appendKey(buf[:0], c.after, ti.key, false)
+		st := g.state(buf, !c.safe)
+		st.ti, st.row, st.present = ti, c.after, true
+	case kindDelete:
+		buf = appendKey(buf[:0], c.before, ti.key, false)
+		st := g.state(buf, false)
+		st.ti, st.row, st.present = ti, c.before, false
+	case kindUpdate:
+		buf = appendKey(buf[:0], c.before, ti.key, false)
+		n := len(buf)
+		buf = appendKey(buf, c.after, ti.key, false)
+		if !bytes.Equal(buf[:n], buf[n:]) {
+			st := g.state(buf[:n], false)
+			st.ti, st.row, st.present = ti, c.before, false
+		}
+		st := g.state(buf[n:], false)
+		st.ti, st.row, st.present = ti, c.after, true
+	}
+	return buf
+}
+
+// statements writes the group's end states: one DELETE of the gone keys,
+// one INSERT of the fresh rows, one upsert of the others, per table info
+// (several only when a route merges source tables into this target). Keys
+// are distinct, so the order of the statements does not matter.
+func (g *compactGroup) statements(out []stmt) []stmt {
+	type rowsOf struct {
+		ti   *tableInfo
+		rows [][]any
+	}
+	var gone, fresh, upsert []rowsOf
+	add := func(list []rowsOf, st *keyState) []rowsOf {
+		for i := range list {
+			if list[i].ti == st.ti {
+				list[i].rows = append(list[i].rows, st.row)
+				return list
+			}
+		}
+		return append(list, rowsOf{ti: st.ti, rows: [][]any{st.row}})
+	}
+	for _, st := range g.order {
+		switch {
+		case !st.present:
+			gone = add(gone, st)
+		case st.fresh:
+			fresh = add(fresh, st)
+		default:
+			upsert = add(upsert, st)
+		}
+	}
+	for _, r := range gone {
+		out = append(out, deleteKeysStmt(r.ti, r.rows))
+	}
+	for _, r := range fresh {
+		out = append(out, insertStmt(r.ti, r.rows, false))
+	}
+	for _, r := range upsert {
+		out = append(out, upsertStmt(r.ti, r.rows))
+	}
+	return out
+}
+
+// upsertStmt writes rows of a compactable table whatever the target holds
+// for their keys: INSERT ... ON DUPLICATE KEY UPDATE of every other column.
+func upsertStmt(ti *tableInfo, rows [][]any) stmt {
+	s := insertStmt(ti, rows, false)
+	var b strings.Builder
+	b.WriteString(s.sql)
+	b.WriteString(" ON DUPLICATE KEY UPDATE ")
+	isKey := make([]bool, len(ti.columns))
+	for _, k := range ti.key {
+		isKey[k] = true
+	}
+	n := 0
+	for i, c := range ti.columns {
+		if isKey[i] {
+			continue
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		q := quoteName(c)
+		b.WriteString(q + "=VALUES(" + q + ")")
+	}
+	if n == 0 { // every column is in the key: nothing to update
+		q := quoteName(ti.columns[ti.key[0]])
+		b.WriteString(q + "=" + q)
+	}
+	s.sql = b.String()
+	return s
+}
+
+// compact splits a batch: the changes of target tables whose every change
+// comes from a compactable table are reduced to end states; the rest keep
+// their order. Changes of different tables commute (unique keys are per
+// table and target sessions run without foreign key checks).
+func compact(changes []*change) (stmts []stmt, rest []*change) {
+	mixed := map[tableName]bool{}
+	some := false
+	for _, c := range changes {
+		if !c.table.compact {
+			mixed[c.table.target] = true
+		} else {
+			some = true
+		}
+	}
+	if !some {
+		return nil, changes
+	}
+	groups := map[tableName]*compactGroup{}
+	var order []*compactGroup
+	var buf []byte
+	for _, c := range changes {
+		if !c.table.compact || mixed[c.table.target] {
+			rest = append(rest, c)
+			continue
+		}
+		g := groups[c.table.target]
+		if g == nil {
+			g = &compactGroup{keys: map[string]*keyState{}}
+			groups[c.table.target] = g
+			order = append(order, g)
+		}
+		buf = g.add(c, buf)
+	}
+	for _, g := range order {
+		stmts = g.statements(stmts)
+	}
+	return stmts, rest
+}

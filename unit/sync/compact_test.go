@@ -1,0 +1,133 @@
+package syncer
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+)
+
+func TestCompactable(t *testing.T) {
+	long, varchar := mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_VARCHAR
+	info := func(key []int, types []byte, binary []bool) *tableInfo {
+		return &tableInfo{key: key, types: types, binary: binary}
+	}
+	tests := []struct {
+		name    string
+		ti      *tableInfo
+		uniques [][]int
+		want    bool
+	}{
+		{"integer primary key only", info([]int{0}, []byte{long, varchar}, []bool{false, false}), [][]int{{0}}, true},
+		{"composite key in index order", info([]int{0, 1}, []byte{long, long}, []bool{false, false}), [][]int{{0, 1}}, true},
+		{"composite key in another order", info([]int{0, 1}, []byte{long, long}, []bool{false, false}), [][]int{{1, 0}}, false},
+		{"binary string key", info([]int{0}, []byte{varchar}, []bool{true}), [][]int{{0}}, true},
+		{"text key under a collation", info([]int{0}, []byte{varchar}, []bool{false}), [][]int{{0}}, false},
+		{"float key", info([]int{0}, []byte{mysql.MYSQL_TYPE_DOUBLE}, []bool{false}), [][]int{{0}}, false},
+		{"another unique key", info([]int{0}, []byte{long, long}, []bool{false, false}), [][]int{{0}, {1}}, false},
+		{"target without the key", info([]int{0}, []byte{long}, []bool{false}), nil, false},
+		{"target key on columns the binlog lacks", info([]int{0}, []byte{long}, []bool{false}), [][]int{nil}, false},
+		{"no key", info(nil, []byte{long}, []bool{false}), nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := compactable(tt.ti, tt.uniques); got != tt.want {
+				t.Fatalf("compactable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompactedStatements(t *testing.T) {
+	pk := &tableInfo{target: tableName{"db", "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+		key: []int{0}, uniques: [][]int{{0}}, compact: true}
+	// A second source table routed into the same target, still compactable.
+	pk2 := &tableInfo{target: tableName{"db", "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+		key: []int{0}, uniques: [][]int{{0}}, compact: true}
+	// A source table routed into the same target that is not.
+	uk := &tableInfo{target: tableName{"db", "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+		key: []int{0}, uniques: [][]int{{0}, {1}}}
+	allKey := &tableInfo{target: tableName{"db", "k"}, columns: []string{"a", "b"}, binary: []bool{false, false},
+		key: []int{0, 1}, uniques: [][]int{{0, 1}}, compact: true}
+	row := func(v ...any) []any { return v }
+	upsert := "INSERT INTO `db`.`p` (`id`,`v`) VALUES "
+	onDup := " ON DUPLICATE KEY UPDATE `v`=VALUES(`v`)"
+	tests := []struct {
+		name    string
+		changes []*change
+		want    []stmt
+	}{
+		{"sysbench write-only transaction", []*change{
+			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("b"))},
+			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("b")), after: row(int64(1), []byte("c"))},
+			{kind: kindDelete, table: pk, before: row(int64(1), []byte("c"))},
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("d"))},
+		}, []stmt{{upsert + "(?,?)" + onDup, row(int64(1), []byte("d"))}}},
+		{"fresh rows stay plain inserts with their last image", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
+			{kind: kindInsert, table: pk, after: row(int64(2), []byte("b"))},
+			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("z"))},
+		}, []stmt{{upsert + "(?,?),(?,?)", row(int64(1), []byte("z"), int64(2), []byte("b"))}}},
+		{"safe inserts become upserts", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a")), safe: true},
+		}, []stmt{{upsert + "(?,?)" + onDup, row(int64(1), []byte("a"))}}},
+		{"inserted then deleted is deleted", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
+			{kind: kindDelete, table: pk, before: row(int64(1), []byte("a"))},
+			{kind: kindDelete, table: pk, before: row(int64(2), []byte("b"))},
+		}, []stmt{{"DELETE FROM `db`.`p` WHERE `id` IN (?,?)", row(int64(1), int64(2))}}},
+		{"a key change deletes the old key", []*change{
+			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(2), []byte("a"))},
+			{kind: kindUpdate, table: pk, before: row(int64(2), []byte("a")), after: row(int64(3), []byte("a"))},
+		}, []stmt{{"DELETE FROM `db`.`p` WHERE `id` IN (?,?)", row(int64(1), int64(2))},
+			{upsert + "(?,?)" + onDup, row(int64(3), []byte("a"))}}},
+		{"a key deleted and inserted again is present", []*change{
+			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(2), []byte("a"))},
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("n"))},
+		}, []stmt{{upsert + "(?,?),(?,?)" + onDup, row(int64(1), []byte("n"), int64(2), []byte("a"))}}},
+		{"sources routed together compact together", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
+			{kind: kindDelete, table: pk2, before: row(int64(1), []byte("a"))},
+			{kind: kindInsert, table: pk2, after: row(int64(1), []byte("b"))},
+		}, []stmt{{upsert + "(?,?)", row(int64(1), []byte("b"))}}},
+		{"a target also written by a table that is not compactable keeps order", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
+			{kind: kindUpdate, table: uk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("b"))},
+		}, []stmt{{upsert + "(?,?)", row(int64(1), []byte("a"))},
+			{"UPDATE `db`.`p` SET `id`=?,`v`=? WHERE `id`=? LIMIT 1", row(int64(1), []byte("b"), int64(1))}}},
+		{"every column in the key", []*change{
+			{kind: kindUpdate, table: allKey, before: row(int64(1), int64(2)), after: row(int64(1), int64(3))},
+		}, []stmt{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},
+			{"INSERT INTO `db`.`k` (`a`,`b`) VALUES (?,?) ON DUPLICATE KEY UPDATE `a`=`a`", row(int64(1), int64(3))}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := statements(tt.changes); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("statements =\n%#v\nwant\n%#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAppendKey(t *testing.T) {
+	cols := []int{0, 1}
+	enc := func(fold bool, v ...any) string { return string(appendKey(nil, v, cols, fold)) }
+	distinct := [][]any{
+		{int64(1), int64(23)}, {int64(12), int64(3)}, {uint64(1), int64(23)}, {nil, int64(1)},
+		{[]byte("a\x00"), []byte("b")}, {[]byte("a"), []byte("\x00b")}, {"1", int64(23)},
+	}
+	seen := map[string]int{}
+	for i, v := range distinct {
+		k := enc(false, v...)
+		if j, ok := seen[k]; ok {
+			t.Errorf("values %d %#v and %d %#v encode alike", i, v, j, distinct[j])
+		}
+		seen[k] = i
+	}
+	if enc(true, []byte("Ab"), int64(1)) != enc(true, []byte("aB"), int64(1)) {
+		t.Error("folded text keys differ by case")
+	}
+	if enc(false, []byte("Ab"), int64(1)) == enc(false, []byte("aB"), int64(1)) {
+		t.Error("unfolded text keys equal across case")
+	}
+}
