@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -84,6 +85,9 @@ type Relay struct {
 	db      *sql.DB
 	source  string
 	running sync.Mutex // held by Run
+	// pendingPeak is the most bytes the writer ever held unwritten: bounded
+	// by about flushSize plus one event, whatever the transactions' size.
+	pendingPeak atomic.Int64
 
 	mu sync.Mutex // guards the fields below
 	// active is the file the writer appends to and its size; readers read

@@ -91,7 +91,8 @@ type writer struct {
 
 	file       *os.File
 	fileName   string
-	offset     int64 // bytes in file
+	offset     int64 // bytes of whole transactions in file (what readers may read)
+	spilled    int64 // bytes of the open transaction written after offset (see spill)
 	delta      int64 // source position = offset + delta
 	deltaKnown bool
 	headerEnd  int64 // offset after the magic and the format description event
@@ -100,9 +101,10 @@ type writer struct {
 	nextName   string // file announced by a rotate event, created at its format description event
 
 	tracker txnTracker
-	// pending holds events not yet written: pending[:complete] are whole
-	// transactions, the rest is the open one. Only whole transactions are
-	// written (flushPending), at flushSize or on the next tick.
+	// pending holds events not yet written: pending[:complete] end whole
+	// transactions, the rest is the open one. Whole transactions are
+	// written (flushPending) at flushSize or on the next tick; an open
+	// transaction is written ahead (spill) once flushSize of it is pending.
 	pending        []byte
 	complete       int
 	completeEvents int    // events in pending[:complete]
@@ -265,7 +267,7 @@ func (w *writer) openAppend(rec recovered) error {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: open %s: %w", w.r.source, rec.file, err)
 	}
 	w.file = f
-	w.offset = rec.scan.end
+	w.offset, w.spilled = rec.scan.end, 0
 	w.delta, w.deltaKnown = rec.scan.delta, true
 	w.checksum = rec.scan.checksum
 	w.tracker = txnTracker{checksum: w.checksum}
@@ -347,7 +349,7 @@ func (w *writer) createFile(name string, fde []byte) error {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: create %s: %w", w.r.source, path, err)
 	}
 	w.file, w.fileName, w.nextName = f, name, ""
-	w.offset, w.delta, w.deltaKnown, w.hasGroup = 0, 0, false, false
+	w.offset, w.spilled, w.delta, w.deltaKnown, w.hasGroup = 0, 0, 0, false, false
 	w.headerEnd = int64(len(magic) + len(fde))
 	w.pending = append(append(w.pending[:0], magic...), fde...)
 	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
@@ -371,7 +373,7 @@ func (w *writer) createFile(name string, fde []byte) error {
 // artificial event.
 func (w *writer) skipTo(h eventHeader, raw []byte) error {
 	start := int64(h.LogPos) - int64(h.Size)
-	if w.deltaKnown && start == w.offset+int64(len(w.pending))+w.delta {
+	if w.deltaKnown && start == w.end()+w.delta {
 		return nil
 	}
 	if w.offset > w.headerEnd {
@@ -396,7 +398,7 @@ func (w *writer) skipTo(h eventHeader, raw []byte) error {
 // the next tick.
 func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 	start := int64(h.LogPos) - int64(h.Size)
-	at := w.offset + int64(len(w.pending))
+	at := w.end()
 	if !w.deltaKnown {
 		w.delta, w.deltaKnown = start-at, true
 	} else if start != at+w.delta {
@@ -410,6 +412,9 @@ func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 		}
 	}
 	w.pending = append(w.pending, raw...)
+	if n := int64(len(w.pending)); n > w.r.pendingPeak.Load() {
+		w.r.pendingPeak.Store(n)
+	}
 	w.events++
 	w.unreported++
 	boundary, done := w.tracker.step(h, raw)
@@ -418,6 +423,9 @@ func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 		w.hasGroup = true
 	}
 	if !boundary {
+		if len(w.pending)-w.complete >= flushSize {
+			return w.spill()
+		}
 		return nil
 	}
 	w.complete, w.completeEvents, w.completeTS = len(w.pending), w.unreported, h.Timestamp
@@ -427,6 +435,27 @@ func (w *writer) appendEvent(h eventHeader, raw []byte) error {
 	if w.complete >= flushSize {
 		return w.flushPending()
 	}
+	return nil
+}
+
+// end is the source position of the end of what was appended, minus delta.
+func (w *writer) end() int64 { return w.offset + w.spilled + int64(len(w.pending)) }
+
+// spill writes the open transaction's pending bytes ahead of its end, so
+// that a large transaction streams to the file instead of growing pending:
+// memory stays about flushSize whatever the transaction's size. Readers
+// and the meta still stop at offset, the end of the last whole
+// transaction; after a crash, recovery truncates the file there, as it
+// does any torn tail.
+func (w *writer) spill() error {
+	if err := w.flushPending(); err != nil {
+		return err
+	}
+	if _, err := w.file.Write(w.pending); err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: write %s: %w", w.r.source, w.fileName, err)
+	}
+	w.spilled += int64(len(w.pending))
+	w.pending = w.pending[:0]
 	return nil
 }
 
@@ -443,10 +472,12 @@ func (w *writer) flushPending() error {
 	}
 	w.pending = append(w.pending[:0], w.pending[n:]...)
 	w.complete = 0
-	w.offset += int64(n)
+	written := w.spilled + int64(n)
+	w.offset += written
+	w.spilled = 0
 	w.dirty = true
 	if m := w.r.cfg.Metrics; m != nil {
-		m.BytesWritten.WithLabelValues(w.r.source).Add(float64(n))
+		m.BytesWritten.WithLabelValues(w.r.source).Add(float64(written))
 		m.EventsWritten.WithLabelValues(w.r.source).Add(float64(w.completeEvents))
 	}
 	w.unreported -= w.completeEvents

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -137,4 +138,60 @@ func TestRelayReconnectsAfterSourceRestart(t *testing.T) {
 	within(t, 10*time.Second, "the error to clear", func() bool { return r.Err() == nil })
 	rn.stop(t)
 	sameEvents(t, relayBinlogs(t, dir), sourceBinlogs(t, src))
+}
+
+// A transaction far larger than flushSize streams to the relay file: the
+// writer's memory stays bounded, readers never see it half written, a stop
+// in its middle leaves a tail that recovery cuts, and the relay ends equal
+// to the source.
+func TestRelayLargeTransactionStreams(t *testing.T) {
+	src := startSource(t, mariadbtest.Options{FastCommit: true})
+	src.Exec(t, "CREATE DATABASE db")
+	src.Exec(t, "CREATE TABLE db.big (id INT PRIMARY KEY, s VARCHAR(1000))")
+	dir := t.TempDir()
+	cfg := sourceConfig(src)
+	r := newRelay(t, dir, cfg)
+	rn := startRun(t, r)
+	waitCaughtUp(t, r, src)
+
+	// About 60 MB of row events in one transaction.
+	const rows = 60000
+	db := src.DB(t)
+	bigTxn := func(from int) error {
+		_, err := db.ExecContext(t.Context(),
+			fmt.Sprintf("INSERT INTO db.big SELECT seq, REPEAT('x', 1000) FROM db.seq_%d_to_%d", from, from+rows-1))
+		return err
+	}
+	committed := make(chan error, 1)
+	go func() { committed <- bigTxn(1) }()
+	// Stop the relay while the transaction is only partly in the file: the
+	// file is longer than what readers are allowed to read.
+	spilled := func() bool {
+		r.mu.Lock()
+		active := r.active
+		r.mu.Unlock()
+		if active.name == "" {
+			return false
+		}
+		st, err := os.Stat(filepath.Join(dir, active.sub, active.name))
+		return err == nil && st.Size() > active.size
+	}
+	within(t, 60*time.Second, "part of the large transaction in the relay file", spilled)
+	rn.stop(t)
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+
+	r = newRelay(t, dir, cfg)
+	rn = startRun(t, r)
+	if err := bigTxn(rows + 1); err != nil {
+		t.Fatal(err)
+	}
+	waitCaughtUp(t, r, src)
+	rn.stop(t)
+	sameEvents(t, relayBinlogs(t, dir), sourceBinlogs(t, src))
+	checkMariadbBinlog(t, dir)
+	if peak := r.pendingPeak.Load(); peak > 2*flushSize {
+		t.Errorf("the writer held %d bytes unwritten, want at most about flushSize (%d)", peak, flushSize)
+	}
 }
