@@ -103,28 +103,48 @@ func (w *writer) stream(ctx context.Context, syncer *replication.BinlogSyncer, s
 
 // tick publishes pending whole transactions, syncs when SyncInterval has
 // passed since the last sync, and reports a source that sent nothing for
-// deadAfter.
+// deadAfter. The fsync runs without w.mu, so events keep being handled
+// while the disk works.
 func (w *writer) tick(now time.Time) error {
+	p, err := w.tickLocked(now)
+	if err != nil || p == nil {
+		return err
+	}
+	if err := w.finishSync(p); err != nil {
+		w.mu.Lock()
+		if w.failed == nil {
+			w.failed = err
+		}
+		w.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (w *writer) tickLocked(now time.Time) (*syncPoint, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed != nil {
-		return w.failed
+		return nil, w.failed
 	}
 	if w.seen != w.seenAtTick {
 		w.seenAtTick, w.alive = w.seen, now
 	} else if idle := now.Sub(w.alive); idle >= deadAfter {
 		w.failed = errs.New(CodeRelayPull, true, "relay of source %q: no event or heartbeat from %s:%d for %v; reconnecting",
 			w.r.source, w.r.cfg.Source.From.Host, w.r.cfg.Source.From.Port, idle.Round(time.Second))
-		return w.failed
+		return nil, w.failed
 	}
-	var err error
+	var (
+		p   *syncPoint
+		err error
+	)
 	if w.dirty && now.Sub(w.lastSync) >= w.r.cfg.SyncInterval {
-		err = w.sync()
+		p, err = w.prepareSync()
 	} else {
 		err = w.flushPending()
 	}
 	if err != nil {
 		w.failed = err
 	}
-	return err
+	return p, err
 }

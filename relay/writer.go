@@ -110,8 +110,14 @@ type writer struct {
 	completeEvents int    // events in pending[:complete]
 	completeTS     uint32 // timestamp of the last transaction boundary in pending
 	gtid           *gtidSet
-	dirty          bool // written since the last fsync and meta write
+	dirty          bool // written since the last sync point
 	lastSync       time.Time
+	syncSeq        uint64 // sync points taken
+
+	// metaMu orders meta writes, which tick makes without w.mu; metaSeq is
+	// the sync point whose meta was written last.
+	metaMu  sync.Mutex
+	metaSeq uint64
 	events         int    // events appended by this connection
 	unreported     int    // events appended but not yet counted in metrics
 	seen           uint64 // events received, heartbeats included
@@ -500,28 +506,69 @@ func (w *writer) flushPending() error {
 
 // sync writes the whole transactions of pending, makes the file durable
 // and records the meta. The open transaction, if any, is not part of it.
+// w.mu is held throughout; tick does the same without holding w.mu
+// during the fsync.
 func (w *writer) sync() error {
-	if w.file == nil {
-		return nil
-	}
-	if err := w.flushPending(); err != nil {
+	p, err := w.prepareSync()
+	if err != nil || p == nil {
 		return err
 	}
-	if !w.dirty {
-		return nil
+	return w.finishSync(p)
+}
+
+// syncPoint is what one fsync makes durable: the file, and the meta that
+// describes its end when the point was taken.
+type syncPoint struct {
+	file *os.File
+	name string
+	dir  string
+	meta Meta
+	seq  uint64
+}
+
+// prepareSync writes the whole transactions of pending and, when anything
+// was written since the last sync point, takes a new one; w.mu is held.
+func (w *writer) prepareSync() (*syncPoint, error) {
+	if w.file == nil {
+		return nil, nil
 	}
-	if err := w.file.Sync(); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: fsync %s: %w", w.r.source, w.fileName, err)
+	if err := w.flushPending(); err != nil {
+		return nil, err
+	}
+	if !w.dirty {
+		return nil, nil
 	}
 	m := Meta{BinlogName: w.fileName, BinlogPos: magicSize, BinlogGTID: w.gtid.String()}
 	if w.deltaKnown {
 		m.BinlogPos = uint32(w.offset + w.delta)
 	}
-	if err := writeMeta(w.dir(), m); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
-	}
+	w.syncSeq++
 	w.dirty = false
 	w.lastSync = time.Now()
+	return &syncPoint{file: w.file, name: w.fileName, dir: w.dir(), meta: m, seq: w.syncSeq}, nil
+}
+
+// finishSync makes p durable: fsync, then the meta, unless a newer sync
+// point's meta was written meanwhile, so the meta never goes back and never
+// names data that is not durable. w.mu need not be held. A file closed
+// meanwhile was closed by a rotation or the end of the stream, which synced
+// it under w.mu first.
+func (w *writer) finishSync(p *syncPoint) error {
+	if err := p.file.Sync(); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return nil
+		}
+		return errs.New(CodeRelayWrite, false, "relay of source %q: fsync %s: %w", w.r.source, p.name, err)
+	}
+	w.metaMu.Lock()
+	defer w.metaMu.Unlock()
+	if p.seq <= w.metaSeq {
+		return nil
+	}
+	if err := writeMeta(p.dir, p.meta); err != nil {
+		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
+	}
+	w.metaSeq = p.seq
 	return nil
 }
 

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,7 +126,8 @@ func TestRelayThroughput(t *testing.T) {
 		}
 	}
 
-	o, b := median(ours), median(theirs)
+	took := func(r readerRun) time.Duration { return r.elapsed }
+	o, b := median(ours, took), median(theirs, took)
 	oursMBs, theirsMBs := mb(total)/o.elapsed.Seconds(), mb(total)/b.elapsed.Seconds()
 	r := ratio(oursMBs, theirsMBs)
 	record(t, "relay-throughput",
@@ -151,9 +153,9 @@ func runTool(t *testing.T, ctx context.Context, prog string, args []string) read
 }
 
 // median returns the run with the median elapsed time (the upper one of an even count).
-func median(runs []readerRun) readerRun {
+func median[T any](runs []T, elapsed func(T) time.Duration) T {
 	sorted := slices.Clone(runs)
-	slices.SortFunc(sorted, func(a, b readerRun) int { return int(a.elapsed - b.elapsed) })
+	slices.SortFunc(sorted, func(a, b T) int { return cmp.Compare(elapsed(a), elapsed(b)) })
 	return sorted[len(sorted)/2]
 }
 

@@ -27,6 +27,7 @@ const (
 	syncRowsEnv    = "BENCH_SYNC_ROWS"    // row changes in the backlog (default 1000000)
 	syncWorkersEnv = "BENCH_SYNC_WORKERS" // the sync unit's worker-count (default 16, DM's default)
 	syncBatchEnv   = "BENCH_SYNC_BATCH"   // the sync unit's batch (default 100, DM's default)
+	syncRoundsEnv  = "BENCH_SYNC_ROUNDS"  // rounds of the three replicators, the first rotating (default 3)
 	syncMaxBinlog  = 256 << 20            // the source's max_binlog_size
 	// nativeParallel is slave_parallel_threads of the parallel native run.
 	nativeParallel = 4
@@ -58,12 +59,15 @@ func (c catchUp) rowsPerSec(rows int64) float64 { return float64(rows) / c.elaps
 
 // TestSyncCatchUp pre-generates a backlog of BENCH_SYNC_ROWS row changes (sysbench
 // oltp_write_only on sbTables tables), then catches it up, one after the other and each into a
-// fresh target holding the same initial rows, with (a) the sync unit (incremental,
-// worker-count BENCH_SYNC_WORKERS, batch BENCH_SYNC_BATCH; DM's defaults 16 and 100), (b) native replication single-threaded and (c) native
-// replication with slave_parallel_threads=4, optimistic; each target must equal the source.
+// fresh target holding the same initial rows, with (a) the sync unit (incremental, worker-count
+// BENCH_SYNC_WORKERS, batch BENCH_SYNC_BATCH; DM's defaults 16 and 100), (b) native replication
+// single-threaded and (c) native replication with slave_parallel_threads=4, optimistic; each
+// target must equal the source. BENCH_SYNC_ROUNDS rounds run all three, the first one rotating,
+// and the median of each is reported.
 func TestSyncCatchUp(t *testing.T) {
 	rows := envInt(t, syncRowsEnv, 1_000_000)
 	workers, batch := envInt(t, syncWorkersEnv, 16), envInt(t, syncBatchEnv, 100)
+	rounds := int(envInt(t, syncRoundsEnv, 3))
 	ctx := t.Context()
 	src := startSource(t, "sync-src", syncMaxBinlog)
 	srcDB := src.DB(t)
@@ -89,10 +93,9 @@ func TestSyncCatchUp(t *testing.T) {
 		committed, mb(backlog), start, end, since(began))
 
 	work := t.TempDir()
-	var results []catchUp
-
-	// (a) the sync unit, in a child process.
-	{
+	// The three replicators, each into a fresh target; every round runs them
+	// all, the first one rotating, and the medians are reported.
+	runDM := func(round int) catchUp {
 		tgt := prepareTarget(t, "target-dm")
 		params := syncParams{childCommon: childCommon{Timeout: 20 * time.Minute},
 			Source:    config.DBConfig{Host: src.Host(), Port: src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword},
@@ -100,21 +103,21 @@ func TestSyncCatchUp(t *testing.T) {
 			StartName: start.Name, StartPos: start.Pos, Rows: committed,
 			WorkerCount: int(workers), Batch: int(batch)}
 		if p := os.Getenv(profileEnv); p != "" {
-			params.CPUProfile = filepath.Join(p, "sync.cpu.pprof")
+			params.CPUProfile = filepath.Join(p, fmt.Sprintf("sync-%d.cpu.pprof", round))
 		}
 		cpu := startCPUMeter(t, src, tgt.inst)
 		rep, usage := spawnChild(t, ctx, "sync", params, work)
 		srcCPU, tgtCPU := cpu.stop(t)
 		tgt.check(t, "dm sync", want)
-		results = append(results, catchUp{name: "dm", elapsed: rep.Elapsed, targetRSS: serverPeakRSS(t, tgt.inst),
-			child: &usage, sourceCPU: srcCPU, targetCPU: tgtCPU})
-		t.Logf("dm sync: %v, %.0f rows/s, child peak RSS %.1f MB, CPU: child %v, source %v, target %v; unit status %v",
-			rep.Elapsed.Round(time.Millisecond), float64(committed)/rep.Elapsed.Seconds(), mb(usage.PeakRSS),
+		res := catchUp{name: "dm", elapsed: rep.Elapsed, targetRSS: serverPeakRSS(t, tgt.inst),
+			child: &usage, sourceCPU: srcCPU, targetCPU: tgtCPU}
+		t.Logf("round %d, dm sync: %v, %.0f rows/s, child peak RSS %.1f MB, CPU: child %v, source %v, target %v; unit status %v",
+			round, rep.Elapsed.Round(time.Millisecond), float64(committed)/rep.Elapsed.Seconds(), mb(usage.PeakRSS),
 			usage.CPU.Round(time.Millisecond), srcCPU, tgtCPU, rep.Detail)
 		tgt.kill(t)
+		return res
 	}
-	// (b) and (c) native replication.
-	for _, threads := range []int{0, nativeParallel} {
+	runNative := func(round, threads int) catchUp {
 		name := fmt.Sprintf("native-%d", max(threads, 1))
 		var extra []string
 		if threads > 0 {
@@ -125,18 +128,33 @@ func TestSyncCatchUp(t *testing.T) {
 		elapsed := nativeCatchUp(t, ctx, src, tgt, start, end)
 		srcCPU, tgtCPU := cpu.stop(t)
 		tgt.check(t, name, want)
-		results = append(results, catchUp{name: name, elapsed: elapsed, targetRSS: serverPeakRSS(t, tgt.inst),
-			sourceCPU: srcCPU, targetCPU: tgtCPU})
-		t.Logf("%s: %v, %.0f rows/s, CPU: source %v, target %v", name, elapsed.Round(time.Millisecond),
+		res := catchUp{name: name, elapsed: elapsed, targetRSS: serverPeakRSS(t, tgt.inst),
+			sourceCPU: srcCPU, targetCPU: tgtCPU}
+		t.Logf("round %d, %s: %v, %.0f rows/s, CPU: source %v, target %v", round, name, elapsed.Round(time.Millisecond),
 			float64(committed)/elapsed.Seconds(), srcCPU, tgtCPU)
 		tgt.kill(t)
+		return res
 	}
+	replicators := []func(round int) catchUp{
+		runDM,
+		func(round int) catchUp { return runNative(round, 0) },
+		func(round int) catchUp { return runNative(round, nativeParallel) },
+	}
+	runs := make([][]catchUp, len(replicators))
+	for round := range rounds {
+		for k := range replicators {
+			i := (round + k) % len(replicators)
+			runs[i] = append(runs[i], replicators[i](round))
+		}
+	}
+	took := func(c catchUp) time.Duration { return c.elapsed }
+	results := []catchUp{median(runs[0], took), median(runs[1], took), median(runs[2], took)}
 
 	dm, single, parallel := results[0], results[1], results[2]
 	rSingle := ratio(dm.rowsPerSec(committed), single.rowsPerSec(committed))
 	rParallel := ratio(dm.rowsPerSec(committed), parallel.rowsPerSec(committed))
 	record(t, "sync-catch-up",
-		f("row_changes", committed), f("binlog_MB", mb(backlog)), f("worker_count", workers), f("batch", batch),
+		f("row_changes", committed), f("binlog_MB", mb(backlog)), f("rounds", rounds), f("worker_count", workers), f("batch", batch),
 		f("dm_rows_per_s", dm.rowsPerSec(committed)),
 		f("native1_rows_per_s", single.rowsPerSec(committed)),
 		f("native4_rows_per_s", parallel.rowsPerSec(committed)),
