@@ -114,16 +114,17 @@ type writer struct {
 	lastSync       time.Time
 	syncSeq        uint64 // sync points taken
 
-	// metaMu orders meta writes, which tick makes without w.mu; metaSeq is
-	// the sync point whose meta was written last.
-	metaMu     sync.Mutex
-	metaSeq    uint64
 	events     int    // events appended by this connection
 	unreported int    // events appended but not yet counted in metrics
 	seen       uint64 // events received, heartbeats included
 	seenAtTick uint64 // seen at the last tick
 	alive      time.Time
 	failed     error // the first error of handleEvent or tick; the stream is dead
+
+	// metaMu orders meta writes, which tick makes without w.mu; metaSeq is
+	// the sync point whose meta was written last.
+	metaMu  sync.Mutex
+	metaSeq uint64
 }
 
 // runOnce recovers, connects and pulls until an error. progressed reports
