@@ -508,8 +508,14 @@ func (w *writer) flushPending() error {
 // sync writes the whole transactions of pending, makes the file durable
 // and records the meta. The open transaction, if any, is not part of it.
 // w.mu is held throughout; tick does the same without holding w.mu
-// during the fsync.
+// during the fsync. It always fsyncs: a sync point tick took may still be
+// fsyncing without the lock, and what follows a sync (closing the file at
+// a rotation, a newer meta naming the next file) must not depend on it.
 func (w *writer) sync() error {
+	if w.file == nil {
+		return nil
+	}
+	w.dirty = true
 	p, err := w.prepareSync()
 	if err != nil || p == nil {
 		return err
