@@ -60,6 +60,7 @@ type reader struct {
 
 	lastTS      uint32    // timestamp of the last event with one
 	publishedAt time.Time // when status last got the read location
+	unpublished bool      // events were read since then
 
 	// silenceLimit: with a stream from the source (which sends
 	// heartbeats), this many idle ticks without any event mean the
@@ -160,7 +161,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		r.silenceLimit = int(sourceSilenceLimit / idleTick)
 	}
 	loopErr := r.loop(runCtx, stream)
-	r.publish(0, true)
+	r.flushPublish()
 	cancel(loopErr)
 	wg.Wait()
 
@@ -240,7 +241,7 @@ func (r *reader) idle(ctx context.Context) error {
 	if err := r.maybeSave(ctx); err != nil {
 		return err
 	}
-	r.publish(0, true)
+	r.flushPublish()
 	if len(r.marks) == 0 && r.disp.queueDepth() == 0 && !r.gtidStale && r.marked.Compare(r.txnEnd) == 0 {
 		r.s.mu.Lock()
 		r.s.prog.eventTime = time.Time{}
@@ -309,6 +310,13 @@ func (r *reader) save(ctx context.Context, cp savedCheckpoint) error {
 	return nil
 }
 
+// flushPublish publishes what publish skipped, if anything.
+func (r *reader) flushPublish() {
+	if r.unpublished {
+		r.publish(0, true)
+	}
+}
+
 // publish shows the read location, event time and lag in status, at most
 // every publishEvery unless forced.
 func (r *reader) publish(ts uint32, force bool) {
@@ -317,9 +325,10 @@ func (r *reader) publish(ts uint32, force bool) {
 	}
 	now := time.Now()
 	if !force && now.Sub(r.publishedAt) < publishEvery {
+		r.unpublished = true
 		return
 	}
-	r.publishedAt = now
+	r.publishedAt, r.unpublished = now, false
 	r.s.mu.Lock()
 	r.s.prog.binlog, r.s.prog.gtid = r.cur.String(), r.gset.String()
 	if r.lastTS > 0 {
