@@ -10,12 +10,14 @@ import (
 // Clone returns a deep copy.
 func (c *SourceConfig) Clone() *SourceConfig {
 	r := *c
+	r.From = c.From.clone()
 	return &r
 }
 
 // Clone returns a deep copy: no slice or map is shared with c.
 func (c *SubTaskConfig) Clone() *SubTaskConfig {
 	r := *c
+	r.TargetDatabase = c.TargetDatabase.clone()
 	r.BAList = c.BAList.clone()
 	r.RouteRules = slices.Clone(c.RouteRules)
 	r.FilterRules = cloneFilters(c.FilterRules)
@@ -33,6 +35,7 @@ func (c *StreamConfig) Clone() *StreamConfig {
 // Clone returns a deep copy: no slice, map or pointer is shared with c.
 func (c *TaskConfig) Clone() *TaskConfig {
 	r := *c
+	r.TargetDatabase = c.TargetDatabase.clone()
 	if c.MySQLInstances != nil {
 		r.MySQLInstances = make([]MySQLInstance, len(c.MySQLInstances))
 		for i, inst := range c.MySQLInstances {
@@ -54,6 +57,12 @@ func (c *WorkerConfig) Clone() *WorkerConfig {
 	r := *c
 	r.EtcdEndpoints = slices.Clone(c.EtcdEndpoints)
 	return &r
+}
+
+func (c DBConfig) clone() DBConfig {
+	c.Session = maps.Clone(c.Session)
+	c.Security = c.Security.clone()
+	return c
 }
 
 func (b BAList) clone() BAList {

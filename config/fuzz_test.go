@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"testing"
 )
 
@@ -67,7 +68,7 @@ func FuzzParseSourceConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fuzzRoundTrip(t, data, ParseSourceConfig, func(a, b *SourceConfig) bool { return *a == *b && a.Equal(b) })
+		fuzzRoundTrip(t, data, ParseSourceConfig, func(a, b *SourceConfig) bool { return reflect.DeepEqual(a, b) && a.Equal(b) })
 	})
 }
 

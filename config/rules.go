@@ -154,6 +154,10 @@ func (c *DBConfig) validate(p *problems, path string) {
 		p.add(join(path, "host"), c.Host, "must not be empty")
 	}
 	validatePort(p, join(path, "port"), c.Port)
+	if c.MaxAllowedPacket < 0 {
+		p.add(join(path, "max-allowed-packet"), c.MaxAllowedPacket, "must not be negative")
+	}
+	c.Security.validate(p, join(path, "security"))
 }
 
 func validatePort(p *problems, field string, port int) {

@@ -8,6 +8,14 @@ type DBConfig struct {
 	Port     int    `json:"port" toml:"port"`
 	User     string `json:"user" toml:"user"`
 	Password string `json:"password" toml:"password"`
+	// MaxAllowedPacket caps one packet sent to the server (bytes; 0 = the
+	// driver's default, 64 MiB). DM's field of the same name.
+	MaxAllowedPacket ByteSize `json:"max-allowed-packet,omitempty" toml:"max-allowed-packet"`
+	// Session holds session variables set on every connection (DM's
+	// `session`, e.g. {sql_mode: "...", time_zone: "+00:00"}).
+	Session map[string]string `json:"session,omitempty" toml:"session"`
+	// Security is the TLS block; nil or empty = plain TCP.
+	Security *Security `json:"security,omitempty" toml:"security"`
 }
 
 // PurgeConfig says when the relay purger removes old relay files.

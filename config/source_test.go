@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestParseSourceConfigDefaults(t *testing.T) {
 		// an explicit false is not overridden by the default true.
 		Checker: CheckerConfig{CheckEnable: false, BackoffMin: Duration{time.Second}, BackoffMax: Duration{time.Minute}},
 	}
-	if *c != want {
+	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("got  %#v\nwant %#v", *c, want)
 	}
 
@@ -52,7 +53,7 @@ func TestParseSourceConfigDefaults(t *testing.T) {
 		Purge:    PurgeConfig{Interval: 3600, Expires: 0, RemainSpace: 15},
 		Checker:  CheckerConfig{CheckEnable: true, BackoffMin: Duration{time.Second}, BackoffMax: Duration{5 * time.Minute}},
 	}
-	if *c != want {
+	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("defaults: got  %#v\nwant %#v", *c, want)
 	}
 	// Explicit zeros where zero means "off" are kept.
@@ -151,7 +152,7 @@ func TestSourceConfigRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := ParseSourceConfig(j)
-	if err != nil || *back != *c {
+	if err != nil || !reflect.DeepEqual(back, c) {
 		t.Fatalf("JSON round trip: %+v, %v", back, err)
 	}
 	y, err := c.YAML()
@@ -159,7 +160,7 @@ func TestSourceConfigRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err = ParseSourceConfig(y)
-	if err != nil || *back != *c {
+	if err != nil || !reflect.DeepEqual(back, c) {
 		t.Fatalf("YAML round trip of\n%s: %+v, %v", y, back, err)
 	}
 	if !strings.Contains(string(j), `"source-id":"mysql-01"`) || !strings.Contains(string(j), `"backoff-max":"1m0s"`) {

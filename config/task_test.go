@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,7 @@ func TestTaskConfigSplit(t *testing.T) {
 		if st.Name != "test" || st.TaskMode != ModeAll || st.MetaSchema != "dm_meta" || st.CaseSensitive {
 			t.Errorf("%s: inherited fields: %+v", st.SourceID, st)
 		}
-		if st.TargetDatabase != (DBConfig{Host: "127.0.0.1", Port: 4000, User: "root", Password: "target-pw"}) {
+		if !reflect.DeepEqual(st.TargetDatabase, DBConfig{Host: "127.0.0.1", Port: 4000, User: "root", Password: "target-pw"}) {
 			t.Errorf("%s: target: %v", st.SourceID, st.TargetDatabase)
 		}
 		requireProblems(t, st.Validate())
