@@ -22,6 +22,8 @@ type workerOptions struct {
 	embedEtcd bool
 	// ready bounds the wait for /healthz (default 20s).
 	ready time.Duration
+	// args are more flags, appended after the ones above.
+	args []string
 }
 
 // workerProc is a running dm-worker process.
@@ -82,6 +84,7 @@ func tryStartWorker(t *testing.T, opts workerOptions) (*workerProc, error) {
 	if opts.embedEtcd {
 		args = append(args, "--embed-etcd")
 	}
+	args = append(args, opts.args...)
 	p, err := startProcess("dm-worker "+opts.name, bin.worker, args, w.outFile)
 	if err != nil {
 		return nil, err
