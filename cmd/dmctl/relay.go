@@ -30,6 +30,11 @@ func relayCommands() []command {
 		args:  "SOURCE",
 		short: "stop the relay of a source (delete its relay stage and relay keys)",
 		run:   relayStop,
+	}, {
+		name:  "relay purge",
+		args:  "SOURCE (--inactive | --filename F | --time T)",
+		short: "purge relay files of a source on its bound worker; prints the files removed",
+		run:   relayPurge,
 	}}
 }
 

@@ -41,6 +41,16 @@ func taskCommands() []command {
 		name:  "task list",
 		short: "list tasks with their sources and expected stages",
 		run:   taskList,
+	}, {
+		name:  "task config",
+		args:  "TASK",
+		short: "print each source's subtask config as etcd holds it (YAML; passwords masked)",
+		run:   taskConfig,
+	}, {
+		name:  "task handle-error",
+		args:  "TASK skip|replace [--binlog-pos FILE:POS] [--sql STMT]... [--source S]",
+		short: "skip or replace the binlog event a task's sync is stuck on, then resume it",
+		run:   taskHandleError,
 	}}
 }
 
