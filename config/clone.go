@@ -11,6 +11,8 @@ import (
 func (c *SourceConfig) Clone() *SourceConfig {
 	r := *c
 	r.From = c.From.clone()
+	r.Filters = cloneFilters(c.Filters)
+	r.Notes = c.Notes.clone()
 	return &r
 }
 
@@ -21,6 +23,7 @@ func (c *SubTaskConfig) Clone() *SubTaskConfig {
 	r.BAList = c.BAList.clone()
 	r.RouteRules = slices.Clone(c.RouteRules)
 	r.FilterRules = cloneFilters(c.FilterRules)
+	r.Notes = c.Notes.clone()
 	return &r
 }
 
@@ -29,6 +32,7 @@ func (c *StreamConfig) Clone() *StreamConfig {
 	r := *c
 	r.BAList = c.BAList.clone()
 	r.Sink = c.Sink.clone()
+	r.Notes = c.Notes.clone()
 	return &r
 }
 
@@ -49,6 +53,7 @@ func (c *TaskConfig) Clone() *TaskConfig {
 	r.Mydumpers = maps.Clone(c.Mydumpers)
 	r.Loaders = maps.Clone(c.Loaders)
 	r.Validators = maps.Clone(c.Validators)
+	r.Notes = c.Notes.clone()
 	return &r
 }
 
@@ -98,7 +103,19 @@ func (m MySQLInstance) clone() MySQLInstance {
 	}
 	m.RouteRules = slices.Clone(m.RouteRules)
 	m.FilterRules = slices.Clone(m.FilterRules)
+	m.Syncer = clonePtr(m.Syncer)
+	m.Mydumper = clonePtr(m.Mydumper)
+	m.Loader = clonePtr(m.Loader)
 	return m
+}
+
+// clonePtr copies the value p points to (a struct without slices or maps).
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 func (s SinkConfig) clone() SinkConfig {

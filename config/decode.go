@@ -8,34 +8,42 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Decoding. Every kind has the same four helpers:
+// Decoding. Every kind has the same helpers:
 //
-//	ParseXxx(data)      YAML or JSON (YAML is a superset) → defaults → *Xxx
-//	LoadXxxFile(path)   ParseXxx of the file's content
-//	(*Xxx).JSON()       compact JSON, the form stored in etcd
-//	(*Xxx).YAML()       YAML with the same field names
+//	ParseXxx(data)        YAML or JSON (YAML is a superset) → defaults → *Xxx, Strict
+//	DecodeXxx(data, mode) the same with a DecodeMode (Lenient for etcd values)
+//	LoadXxxFile(path)     ParseXxx of the file's content
+//	(*Xxx).JSON()         compact JSON, the form stored in etcd
+//	(*Xxx).YAML()         YAML with the same field names
 //
-// Parse decodes over NewXxxConfig (so defaults stay where the input is
-// silent), rejects unknown and duplicate fields naming them, then calls
-// Adjust. It does not validate: call Validate on the result. JSON() and
-// YAML() contain passwords in clear (they are what the master writes to
-// etcd); use Redacted first to show a config.
+// Decoding goes through the decode engine (decode_engine.go): over
+// NewXxxConfig (so defaults stay where the input is silent), with DM's
+// fields accepted, renamed or refused (dmfields.go), unknown fields an error
+// listing every path (Strict) or listed in the config's Notes (Lenient),
+// duplicate fields an error; then Adjust. It does not validate: call
+// Validate on the result. JSON() and YAML() contain passwords in clear (they
+// are what the master writes to etcd); use Redacted first to show a config.
 
-// decodeStrict reads YAML or JSON into c, rejecting unknown and duplicate
-// fields.
-func decodeStrict(kind string, data []byte, c any) error {
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		return fmt.Errorf("config: decode %s: %w", kind, err)
-	}
-	return nil
+// noted is a config kind that carries its DecodeNotes.
+type noted interface {
+	Adjust()
+	setNotes(DecodeNotes)
 }
 
-// parse decodes data over c (pre-filled with defaults) and adjusts it.
-func parse[C interface{ Adjust() }](kind string, data []byte, c C) (C, error) {
-	if err := decodeStrict(kind, data, c); err != nil {
+func (c *SourceConfig) setNotes(n DecodeNotes)  { c.Notes = n }
+func (c *SubTaskConfig) setNotes(n DecodeNotes) { c.Notes = n }
+func (c *TaskConfig) setNotes(n DecodeNotes)    { c.Notes = n }
+func (c *StreamConfig) setNotes(n DecodeNotes)  { c.Notes = n }
+
+// parse decodes data over c (pre-filled with defaults), records the notes
+// on it and adjusts it.
+func parse[C noted](kind string, data []byte, c C, mode DecodeMode) (C, error) {
+	notes, err := decodeInto(kind, data, c, mode)
+	if err != nil {
 		var zero C
 		return zero, err
 	}
+	c.setNotes(notes)
 	c.Adjust()
 	return c, nil
 }
@@ -73,7 +81,13 @@ func toJSON(kind string, c any) ([]byte, error) {
 // ParseSourceConfig decodes a SourceConfig from YAML or JSON and applies
 // defaults; it does not validate.
 func ParseSourceConfig(data []byte) (*SourceConfig, error) {
-	return parse("source config", data, NewSourceConfig())
+	return DecodeSourceConfig(data, Strict)
+}
+
+// DecodeSourceConfig decodes a SourceConfig like ParseSourceConfig, with unknown fields
+// an error (Strict) or listed in Notes (Lenient).
+func DecodeSourceConfig(data []byte, mode DecodeMode) (*SourceConfig, error) {
+	return parse("source config", data, NewSourceConfig(), mode)
 }
 
 // LoadSourceConfigFile reads and parses a SourceConfig file; it does not
@@ -91,7 +105,13 @@ func (c *SourceConfig) YAML() ([]byte, error) { return toYAML("source config", c
 // ParseSubTaskConfig decodes a SubTaskConfig from YAML or JSON and applies
 // defaults; it does not validate.
 func ParseSubTaskConfig(data []byte) (*SubTaskConfig, error) {
-	return parse("subtask config", data, NewSubTaskConfig())
+	return DecodeSubTaskConfig(data, Strict)
+}
+
+// DecodeSubTaskConfig decodes a SubTaskConfig like ParseSubTaskConfig, with unknown fields
+// an error (Strict) or listed in Notes (Lenient).
+func DecodeSubTaskConfig(data []byte, mode DecodeMode) (*SubTaskConfig, error) {
+	return parse("subtask config", data, NewSubTaskConfig(), mode)
 }
 
 // LoadSubTaskConfigFile reads and parses a SubTaskConfig file; it does not
@@ -109,7 +129,13 @@ func (c *SubTaskConfig) YAML() ([]byte, error) { return toYAML("subtask config",
 // ParseTaskConfig decodes a DM task file from YAML or JSON and applies
 // defaults; it does not validate.
 func ParseTaskConfig(data []byte) (*TaskConfig, error) {
-	return parse("task config", data, NewTaskConfig())
+	return DecodeTaskConfig(data, Strict)
+}
+
+// DecodeTaskConfig decodes a TaskConfig like ParseTaskConfig, with unknown fields
+// an error (Strict) or listed in Notes (Lenient).
+func DecodeTaskConfig(data []byte, mode DecodeMode) (*TaskConfig, error) {
+	return parse("task config", data, NewTaskConfig(), mode)
 }
 
 // LoadTaskConfigFile reads and parses a DM task file; it does not validate.
@@ -126,7 +152,13 @@ func (c *TaskConfig) YAML() ([]byte, error) { return toYAML("task config", c) }
 // ParseStreamConfig decodes a StreamConfig from YAML or JSON and applies
 // defaults; it does not validate.
 func ParseStreamConfig(data []byte) (*StreamConfig, error) {
-	return parse("stream config", data, NewStreamConfig())
+	return DecodeStreamConfig(data, Strict)
+}
+
+// DecodeStreamConfig decodes a StreamConfig like ParseStreamConfig, with unknown fields
+// an error (Strict) or listed in Notes (Lenient).
+func DecodeStreamConfig(data []byte, mode DecodeMode) (*StreamConfig, error) {
+	return parse("stream config", data, NewStreamConfig(), mode)
 }
 
 // LoadStreamConfigFile reads and parses a StreamConfig file; it does not

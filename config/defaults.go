@@ -87,6 +87,12 @@ func (c *SourceConfig) Adjust() {
 	if c.Checker.BackoffMax.Duration == 0 {
 		c.Checker.BackoffMax.Duration = DefaultBackoffMax
 	}
+	if len(c.Filters) == 0 {
+		c.Filters = nil
+	}
+	for i := range c.Filters {
+		c.Filters[i].adjust()
+	}
 }
 
 func (c *DBConfig) adjust() {
@@ -159,6 +165,8 @@ func (r *FilterRule) adjust() {
 		r.Action = FilterIgnore
 	case strings.EqualFold(r.Action, FilterDo):
 		r.Action = FilterDo
+	case strings.EqualFold(r.Action, FilterError):
+		r.Action = FilterError
 	}
 	if len(r.Events) == 0 {
 		r.Events = nil
@@ -239,6 +247,15 @@ func (c *TaskConfig) Adjust() {
 		}
 		if len(inst.FilterRules) == 0 {
 			inst.FilterRules = nil
+		}
+		if inst.Syncer != nil {
+			inst.Syncer.adjust()
+		}
+		if inst.Mydumper != nil {
+			inst.Mydumper.adjust()
+		}
+		if inst.Loader != nil {
+			inst.Loader.adjust()
 		}
 	}
 	c.BAList = adjustMap(c.BAList, (*BAList).adjust)

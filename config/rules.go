@@ -84,8 +84,8 @@ func (r *FilterRule) validate(p *problems, path string) {
 	if r.SchemaPattern == "" {
 		p.add(join(path, "schema-pattern"), r.SchemaPattern, "must not be empty")
 	}
-	if !strings.EqualFold(r.Action, FilterIgnore) && !strings.EqualFold(r.Action, FilterDo) {
-		p.add(join(path, "action"), r.Action, "must be Ignore or Do")
+	if !strings.EqualFold(r.Action, FilterIgnore) && !strings.EqualFold(r.Action, FilterDo) && !strings.EqualFold(r.Action, FilterError) {
+		p.add(join(path, "action"), r.Action, "must be Ignore, Do or Error")
 	}
 	if len(r.Events) == 0 && len(r.SQLPattern) == 0 {
 		p.add(join(path, "events"), "[]", "a filter rule needs events or sql-pattern")

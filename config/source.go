@@ -49,6 +49,18 @@ type SourceConfig struct {
 	From            DBConfig      `json:"from"`
 	Purge           PurgeConfig   `json:"purge"`
 	Checker         CheckerConfig `json:"checker"`
+	// CaseSensitive makes table names in the source's filters case
+	// sensitive; as in DM, a subtask compares names case-sensitively when
+	// its own case-sensitive or its source's is true.
+	CaseSensitive bool `json:"case-sensitive,omitempty"`
+	// Filters are binlog event filter rules applied to every subtask of the
+	// source after the subtask's own rules; a source rule with the same
+	// schema-pattern and table-pattern as a subtask rule is left out (the
+	// task's rule wins), as in DM.
+	Filters []FilterRule `json:"filters,omitempty"`
+
+	// Notes lists what decoding left out or renamed; never encoded.
+	Notes DecodeNotes `json:"-" toml:"-"`
 }
 
 // Flavors of upstream servers.
@@ -79,6 +91,9 @@ func (c *SourceConfig) Validate() error {
 	}
 	if c.Checker.BackoffMin.Duration <= 0 {
 		p.add("checker.backoff-min", c.Checker.BackoffMin, "must be positive")
+	}
+	for i := range c.Filters {
+		c.Filters[i].validate(&p, index("filters", i))
 	}
 	if c.Checker.BackoffMax.Duration < c.Checker.BackoffMin.Duration {
 		p.add("checker.backoff-max", c.Checker.BackoffMax, "must not be less than checker.backoff-min ("+c.Checker.BackoffMin.String()+")")

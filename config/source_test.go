@@ -102,12 +102,12 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		want  string
 	}{
 		{"source unknown", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "source-id: a\nsourceid: b\n", `unknown field "sourceid"`},
-		{"source nested unknown", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "from: {hots: x}\n", `unknown field "hots"`},
+		{"source nested unknown", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "from: {hots: x}\n", `unknown field "from.hots"`},
 		{"source duplicate", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "source-id: a\nsource-id: b\n", `"source-id" already set`},
 		{"source bad duration", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "checker: {backoff-min: soon}\n", `checker.backoff-min`},
-		{"subtask unknown", func(b []byte) error { _, err := ParseSubTaskConfig(b); return err }, "syncer: {workers: 3}\n", `unknown field "workers"`},
+		{"subtask unknown", func(b []byte) error { _, err := ParseSubTaskConfig(b); return err }, "syncer: {workers: 3}\n", `unknown field "syncer.workers"`},
 		{"task unknown", func(b []byte) error { _, err := ParseTaskConfig(b); return err }, "name: t\nshard-modus: pessimistic\n", `unknown field "shard-modus"`},
-		{"stream unknown", func(b []byte) error { _, err := ParseStreamConfig(b); return err }, "sink: {type: file, file: {dir: x, rotate: 1}}\n", `unknown field "rotate"`},
+		{"stream unknown", func(b []byte) error { _, err := ParseStreamConfig(b); return err }, "sink: {type: file, file: {dir: x, rotate: 1}}\n", `unknown field "sink.file.rotate"`},
 		{"stream bad size", func(b []byte) error { _, err := ParseStreamConfig(b); return err }, "sink: {type: file, file: {dir: x, rotate-size: 64ZiB}}\n", `"64ZiB"`},
 		{"not yaml", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "source-id: [\n", `yaml`},
 		{"wrong type", func(b []byte) error { _, err := ParseSourceConfig(b); return err }, "from: {port: abc}\n", `from.port`},

@@ -46,6 +46,9 @@ type StreamConfig struct {
 	Snapshot bool       `json:"snapshot"`
 	Start    Meta       `json:"start"`
 	Sink     SinkConfig `json:"sink"`
+
+	// Notes lists what decoding left out or renamed; never encoded.
+	Notes DecodeNotes `json:"-" toml:"-"`
 }
 
 // Validate reports every problem of the stream config at once as a

@@ -34,6 +34,9 @@ type RouteRule struct {
 // FilterRule ignores (or explicitly does) binlog events of matching tables by
 // event type or, for DDL, by SQL pattern.
 type FilterRule struct {
+	// Name is the rule's name in the task file's filters map (set when a
+	// task is split; "" for rules written without one). Errors name it.
+	Name          string   `json:"name,omitempty"`
 	SchemaPattern string   `json:"schema-pattern"`
 	TablePattern  string   `json:"table-pattern"`
 	Events        []string `json:"events,omitempty"`
@@ -45,6 +48,9 @@ type FilterRule struct {
 const (
 	FilterIgnore = "Ignore"
 	FilterDo     = "Do"
+	// FilterError pauses the subtask with a non-resumable error naming the
+	// rule, schema, table and event when a matching event arrives.
+	FilterError = "Error"
 )
 
 // SyncerConfig tunes the sync unit.
@@ -105,6 +111,9 @@ type SubTaskConfig struct {
 	Mydumper       MydumperConfig  `json:"mydumper"`
 	Loader         LoaderConfig    `json:"loader"`
 	Validator      ValidatorConfig `json:"validator"`
+
+	// Notes lists what decoding left out or renamed; never encoded.
+	Notes DecodeNotes `json:"-" toml:"-"`
 }
 
 // Validate reports every problem of the subtask config at once as a

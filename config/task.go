@@ -9,20 +9,31 @@ import (
 )
 
 // MySQLInstance is one source's entry in a DM task file; its rule fields
-// name entries of the task file's named maps.
+// name entries of the task file's named maps. As in DM, an instance may give
+// its mydumper, loader and syncer settings inline instead of by name, and
+// mydumper-thread, loader-thread and syncer-thread override the threads,
+// pool-size and worker-count of whichever settings it uses.
 type MySQLInstance struct {
-	SourceID            string   `json:"source-id"`
-	Meta                *Meta    `json:"meta,omitempty"`
-	BAListName          string   `json:"block-allow-list,omitempty"`
-	RouteRules          []string `json:"route-rules,omitempty"`
-	FilterRules         []string `json:"filter-rules,omitempty"`
-	SyncerConfigName    string   `json:"syncer-config-name,omitempty"`
-	MydumperConfigName  string   `json:"mydumper-config-name,omitempty"`
-	LoaderConfigName    string   `json:"loader-config-name,omitempty"`
-	ValidatorConfigName string   `json:"validator-config-name,omitempty"`
+	SourceID            string          `json:"source-id"`
+	Meta                *Meta           `json:"meta,omitempty"`
+	BAListName          string          `json:"block-allow-list,omitempty"`
+	RouteRules          []string        `json:"route-rules,omitempty"`
+	FilterRules         []string        `json:"filter-rules,omitempty"`
+	SyncerConfigName    string          `json:"syncer-config-name,omitempty"`
+	MydumperConfigName  string          `json:"mydumper-config-name,omitempty"`
+	LoaderConfigName    string          `json:"loader-config-name,omitempty"`
+	ValidatorConfigName string          `json:"validator-config-name,omitempty"`
+	Syncer              *SyncerConfig   `json:"syncer,omitempty"`
+	Mydumper            *MydumperConfig `json:"mydumper,omitempty"`
+	Loader              *LoaderConfig   `json:"loader,omitempty"`
+	SyncerThread        int             `json:"syncer-thread,omitempty"`
+	MydumperThread      int             `json:"mydumper-thread,omitempty"`
+	LoaderThread        int             `json:"loader-thread,omitempty"`
 }
 
-// TaskConfig is a DM task file as given to `dmctl task start`.
+// TaskConfig is a DM task file as given to `dmctl task start`. DM's fields
+// that are not fields here are handled by the decode engine (dmfields.go):
+// accepted and listed in Notes, renamed, or refused.
 type TaskConfig struct {
 	Name           string                     `json:"name"`
 	TaskMode       string                     `json:"task-mode"`
@@ -38,23 +49,8 @@ type TaskConfig struct {
 	Loaders        map[string]LoaderConfig    `json:"loaders,omitempty"`
 	Validators     map[string]ValidatorConfig `json:"validators,omitempty"`
 
-	// DMCompat holds fields of DM task files that this worker reads but
-	// does not act on, so that existing DM task files load unchanged.
-	DMCompat
-}
-
-// DMCompat lists DM task-file fields accepted for compatibility. Only
-// shard-mode is checked: sharding DDL coordination does not exist here, so
-// a task that relies on it is refused rather than run without it.
-type DMCompat struct {
-	ShardMode           string   `json:"shard-mode,omitempty"`
-	IsSharding          bool     `json:"is-sharding,omitempty"`
-	OnlineDDL           bool     `json:"online-ddl,omitempty"`
-	Timezone            string   `json:"timezone,omitempty"`
-	CleanDumpFile       bool     `json:"clean-dump-file,omitempty"`
-	CollationCompatible string   `json:"collation_compatible,omitempty"`
-	IgnoreCheckingItems []string `json:"ignore-checking-items,omitempty"`
-	EnableHeartbeat     bool     `json:"enable-heartbeat,omitempty"`
+	// Notes lists what decoding left out or renamed; never encoded.
+	Notes DecodeNotes `json:"-" toml:"-"`
 }
 
 // validateNamed validates every entry of one of the task file's named maps,
@@ -77,9 +73,6 @@ func (c *TaskConfig) Validate() error {
 	var p problems
 	p.name("name", "task", c.Name)
 	validateTaskMode(&p, "task-mode", c.TaskMode)
-	if c.ShardMode != "" || c.IsSharding {
-		p.add("shard-mode", c.ShardMode, "sharding DDL coordination is not supported by this worker; remove shard-mode/is-sharding (route rules still merge tables)")
-	}
 	validateMetaSchema(&p, "meta-schema", c.MetaSchema)
 	c.TargetDatabase.validate(&p, "target-database")
 
@@ -142,6 +135,29 @@ func (c *TaskConfig) validateInstance(p *problems, i int, seen map[string]int) {
 	ref("loader-config-name", inst.LoaderConfigName, "loaders", ok)
 	_, ok = c.Validators[inst.ValidatorConfigName]
 	ref("validator-config-name", inst.ValidatorConfigName, "validators", ok)
+	// As in DM, a setting comes by name or inline, not both.
+	both := func(field, name string, inline bool) {
+		if name != "" && inline {
+			p.add(join(at, field), "set", "give either "+field+"-config-name or "+field+", not both")
+		}
+	}
+	both("syncer", inst.SyncerConfigName, inst.Syncer != nil)
+	both("mydumper", inst.MydumperConfigName, inst.Mydumper != nil)
+	both("loader", inst.LoaderConfigName, inst.Loader != nil)
+	if inst.Syncer != nil {
+		inst.Syncer.validate(p, join(at, "syncer"))
+	}
+	if inst.Mydumper != nil {
+		inst.Mydumper.validate(p, join(at, "mydumper"))
+	}
+	if inst.Loader != nil {
+		inst.Loader.validate(p, join(at, "loader"))
+	}
+	for field, n := range map[string]int{"syncer-thread": inst.SyncerThread, "mydumper-thread": inst.MydumperThread, "loader-thread": inst.LoaderThread} {
+		if n < 0 {
+			p.add(join(at, field), n, "must not be negative (0 = use the settings' own value)")
+		}
+	}
 }
 
 // SubTaskConfigs validates the task and splits it into one SubTaskConfig per
@@ -174,16 +190,37 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 			st.RouteRules = append(st.RouteRules, c.Routes[name])
 		}
 		for _, name := range inst.FilterRules {
-			st.FilterRules = append(st.FilterRules, c.Filters[name].clone())
+			r := c.Filters[name].clone()
+			r.Name = name
+			st.FilterRules = append(st.FilterRules, r)
 		}
-		if inst.SyncerConfigName != "" {
+		switch {
+		case inst.SyncerConfigName != "":
 			st.Syncer = c.Syncers[inst.SyncerConfigName]
+		case inst.Syncer != nil:
+			st.Syncer = *inst.Syncer
 		}
-		if inst.MydumperConfigName != "" {
+		switch {
+		case inst.MydumperConfigName != "":
 			st.Mydumper = c.Mydumpers[inst.MydumperConfigName]
+		case inst.Mydumper != nil:
+			st.Mydumper = *inst.Mydumper
 		}
-		if inst.LoaderConfigName != "" {
+		switch {
+		case inst.LoaderConfigName != "":
 			st.Loader = c.Loaders[inst.LoaderConfigName]
+		case inst.Loader != nil:
+			st.Loader = *inst.Loader
+		}
+		// DM's per-instance thread fields win over the settings they override.
+		if inst.SyncerThread > 0 {
+			st.Syncer.WorkerCount = inst.SyncerThread
+		}
+		if inst.MydumperThread > 0 {
+			st.Mydumper.Threads = inst.MydumperThread
+		}
+		if inst.LoaderThread > 0 {
+			st.Loader.PoolSize = inst.LoaderThread
 		}
 		if inst.ValidatorConfigName != "" {
 			st.Validator = c.Validators[inst.ValidatorConfigName]
