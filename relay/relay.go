@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
 
 // Error codes of the relay.
@@ -83,6 +84,7 @@ type Relay struct {
 	cfg     Config
 	log     *zap.Logger
 	db      *sql.DB
+	ep      *dbconn.Endpoint // how db and the binlog dump reach the source
 	source  string
 	running sync.Mutex // held by Run
 	// pendingPeak is the most bytes the writer ever held unwritten: bounded
@@ -130,7 +132,7 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openDB(cfg.Source.From)
+	ep, db, err := openDB(cfg.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +141,7 @@ func New(cfg Config) (*Relay, error) {
 		// The caller's logger already names the source.
 		log:     cfg.Logger.Named("relay"),
 		db:      db,
+		ep:      ep,
 		source:  cfg.Source.SourceID,
 		wake:    make(chan struct{}),
 		readers: make(map[*stream]readerPos),

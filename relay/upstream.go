@@ -20,19 +20,24 @@ type upstream struct {
 	uuid    string // upstream id naming the subdirectory (see the package doc)
 }
 
-// openDB opens a pool to the source; it connects lazily.
-func openDB(from config.DBConfig) (*sql.DB, error) {
-	cfg := dbconn.DriverConfig(from)
+// openDB opens a pool to the source; it connects lazily. ep is how every
+// connection of the relay reaches the source (TLS included).
+func openDB(src *config.SourceConfig) (*dbconn.Endpoint, *sql.DB, error) {
+	ep, err := dbconn.NewEndpoint(src.From, dbconn.SourceRef(src.SourceID))
+	if err != nil {
+		return nil, nil, fmt.Errorf("relay: %w", err)
+	}
+	cfg := ep.DriverConfig()
 	cfg.ReadTimeout = 30 * time.Second
 	cfg.WriteTimeout = 30 * time.Second
-	db, err := dbconn.Open(cfg)
+	db, err := ep.Open(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("relay: source: %w", err)
+		return nil, nil, fmt.Errorf("relay: source: %w", err)
 	}
 	db.SetMaxOpenConns(2)
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxIdleTime(time.Minute)
-	return db, nil
+	return ep, db, nil
 }
 
 // detectUpstream asks the source for its flavor (when flavor is "") and id.

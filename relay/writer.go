@@ -159,6 +159,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		Port:             uint16(src.From.Port),
 		User:             src.From.User,
 		Password:         src.From.Password,
+		TLSConfig:        r.ep.TLS,
 		RawModeEnabled:   true,
 		DisableRetrySync: true,
 		HeartbeatPeriod:  heartbeatPeriod,
@@ -209,7 +210,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		streamer, err = w.startFromConfig(ctx, syncer)
 	}
 	if err != nil {
-		return false, pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
+		return false, pullError(r.ep.ConnectError(err), "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
 	}
 	// The handshake and the dump command are done: from now on the
 	// ticker's watchdog detects a dead source, not a read deadline.

@@ -1,14 +1,19 @@
 // Package dbconn builds connections to MySQL-compatible servers from a
-// config.DBConfig the same way everywhere (relay, sync unit), and asks a
-// server which flavor it is. It owns no pools: callers open and size their
-// own.
+// config.DBConfig the same way everywhere (relay, sync unit): address,
+// TLS from the security block, max-allowed-packet and session variables,
+// and the classification of connection failures caused by TLS. It also asks
+// a server which flavor it is. It owns no pools: callers open and size
+// their own.
 package dbconn
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,25 +26,113 @@ import (
 // DialTimeout bounds establishing one connection.
 const DialTimeout = 10 * time.Second
 
-// DriverConfig is the go-sql-driver config for db over TCP, with a dial
-// timeout; callers add their own session settings.
-func DriverConfig(db config.DBConfig) *mysql.Config {
+// Endpoint is one server as the worker connects to it: its DBConfig, the
+// TLS config built from its security block (nil = plain TCP) and the names
+// error texts use. Build it with NewEndpoint; it is read-only afterwards.
+type Endpoint struct {
+	Ref Ref
+	DB  config.DBConfig
+	// TLS is the client TLS config; nil when the security block asks for
+	// none. Give it to every connection to this server (the go-sql-driver
+	// config from DriverConfig has it; go-mysql's BinlogSyncerConfig takes
+	// it as TLSConfig).
+	TLS *tls.Config
+}
+
+// NewEndpoint loads db's security files and checks its session variable
+// names; the error names ref's object and the field to fix. The password
+// never appears in it.
+func NewEndpoint(db config.DBConfig, ref Ref) (*Endpoint, error) {
+	t, err := buildTLS(db, ref)
+	if err != nil {
+		return nil, err
+	}
+	for name := range db.Session {
+		if !sessionName.MatchString(name) {
+			return nil, fmt.Errorf("%s: %s.session: %q is not a session variable name (letters, digits, _ and . only)", ref.Object, ref.Field, name)
+		}
+	}
+	return &Endpoint{Ref: ref, DB: db, TLS: t}, nil
+}
+
+// sessionName is what a session variable name may look like; it is
+// written into SET statements unquoted.
+var sessionName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+
+// Addr is host:port.
+func (e *Endpoint) Addr() string { return net.JoinHostPort(e.DB.Host, strconv.Itoa(e.DB.Port)) }
+
+// DriverConfig is the go-sql-driver config for the server over TCP: dial
+// timeout, TLS (before authentication, never falling back to plain text),
+// max-allowed-packet, and one `SET name = 'value'` per session variable on
+// every new connection (names lower-cased; values quoted as SQL strings, as
+// DM does). Callers may add their own Params; see SetDefaultParam.
+func (e *Endpoint) DriverConfig() *mysql.Config {
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd = db.User, db.Password
+	cfg.User, cfg.Passwd = e.DB.User, e.DB.Password
 	cfg.Net = "tcp"
-	cfg.Addr = net.JoinHostPort(db.Host, strconv.Itoa(db.Port))
+	cfg.Addr = e.Addr()
 	cfg.Timeout = DialTimeout
+	if e.TLS != nil {
+		cfg.TLS = e.TLS.Clone()
+		cfg.AllowFallbackToPlaintext = false
+	}
+	if e.DB.MaxAllowedPacket > 0 {
+		cfg.MaxAllowedPacket = int(e.DB.MaxAllowedPacket)
+	}
+	if len(e.DB.Session) > 0 {
+		cfg.Params = make(map[string]string, len(e.DB.Session))
+		for name, value := range e.DB.Session {
+			cfg.Params[strings.ToLower(name)] = QuoteString(value)
+		}
+	}
 	return cfg
 }
 
-// Open opens a lazily connecting pool with cfg; the error names the address.
-func Open(cfg *mysql.Config) (*sql.DB, error) {
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", cfg.Addr, err)
+// SetDefaultParam sets the session variable name (lower case) on cfg
+// unless the session block already sets it.
+func SetDefaultParam(cfg *mysql.Config, name, value string) {
+	if _, ok := cfg.Params[name]; ok {
+		return
 	}
-	return sql.OpenDB(connector), nil
+	if cfg.Params == nil {
+		cfg.Params = make(map[string]string)
+	}
+	cfg.Params[name] = value
 }
+
+// QuoteString returns s as a single-quoted SQL string literal.
+func QuoteString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\x1a", `\Z`)
+	return "'" + r.Replace(s) + "'"
+}
+
+// Open opens a lazily connecting pool with cfg (from DriverConfig, maybe
+// adjusted). A connection that fails because of TLS returns a CodeTLS
+// error naming the setting to fix (see ConnectError).
+func (e *Endpoint) Open(cfg *mysql.Config) (*sql.DB, error) {
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: server %s: %w", e.Ref.Object, cfg.Addr, err)
+	}
+	return sql.OpenDB(&connector{inner: c, e: e}), nil
+}
+
+// connector classifies the errors of new connections.
+type connector struct {
+	inner driver.Connector
+	e     *Endpoint
+}
+
+func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.inner.Connect(ctx)
+	if err != nil {
+		return nil, c.e.ConnectError(err)
+	}
+	return conn, nil
+}
+
+func (c *connector) Driver() driver.Driver { return c.inner.Driver() }
 
 // DetectFlavor asks the server for its version: config.FlavorMariaDB or
 // config.FlavorMySQL.

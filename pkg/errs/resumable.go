@@ -2,6 +2,8 @@ package errs
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql/driver"
 	"errors"
 	"io"
@@ -34,8 +36,8 @@ var resumableMySQLCodes = map[uint16]bool{
 // retried. The resumable flag of the outermost Coded error decides when there
 // is one; otherwise the cause is classified: MySQL lock, connection and
 // shutdown errors, lost or refused connections, network errors, unexpected
-// EOF and deadline expiry are resumable; cancellation and everything else
-// are not.
+// EOF and deadline expiry are resumable; cancellation, TLS failures (see
+// isTLSFailure) and everything else are not.
 func IsResumable(err error) bool {
 	if err == nil {
 		return false
@@ -44,7 +46,7 @@ func IsResumable(err error) bool {
 	if errors.As(err, &c) {
 		return c.resumable
 	}
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || isTLSFailure(err) {
 		return false
 	}
 	var myErr *mysql.MySQLError
@@ -75,4 +77,22 @@ func IsResumable(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr)
+}
+
+// isTLSFailure reports whether err is a TLS setup or handshake failure that
+// retrying cannot fix: a certificate that does not verify, a TLS alert from
+// the peer (it rejected our handshake), a peer that does not speak TLS, or
+// a server that does not offer TLS when asked for it.
+func isTLSFailure(err error) bool {
+	var (
+		cve      *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		opErr    *net.OpError
+	)
+	return errors.As(err, &cve) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &record) || errors.Is(err, mysql.ErrNoTLS) ||
+		errors.As(err, &opErr) && opErr.Op == "remote error"
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
 
 // serverIDBase is the start of the range generated replica server ids fall
@@ -40,6 +41,7 @@ const (
 // not run for the source.
 type sourceOpener struct {
 	cfg     replication.BinlogSyncerConfig
+	ep      *dbconn.Endpoint
 	useGTID bool
 
 	mu     sync.Mutex
@@ -48,8 +50,9 @@ type sourceOpener struct {
 
 var _ binlog.StreamOpener = (*sourceOpener)(nil)
 
-func newSourceOpener(src *config.SourceConfig, flavor string, serverID uint32) *sourceOpener {
+func newSourceOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32) *sourceOpener {
 	return &sourceOpener{
+		ep:      ep,
 		useGTID: src.EnableGTID,
 		cfg: replication.BinlogSyncerConfig{
 			ServerID:                serverID,
@@ -58,6 +61,7 @@ func newSourceOpener(src *config.SourceConfig, flavor string, serverID uint32) *
 			Port:                    uint16(src.From.Port),
 			User:                    src.From.User,
 			Password:                src.From.Password,
+			TLSConfig:               ep.TLS,
 			ParseTime:               false,
 			TimestampStringLocation: time.UTC,
 			UseDecimal:              true,
@@ -98,7 +102,7 @@ func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.St
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sync: start binlog dump from %s:%d at %s (gtid %q): %w",
-			o.cfg.Host, o.cfg.Port, loc, loc.GTID, err)
+			o.cfg.Host, o.cfg.Port, loc, loc.GTID, o.ep.ConnectError(err))
 	}
 	if err := ctx.Err(); err != nil {
 		s.Close()

@@ -118,7 +118,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		opener = s.relay()
 	}
 	if opener == nil {
-		opener = newSourceOpener(s.src, s.flavor, s.serverID)
+		opener = newSourceOpener(s.src, s.source, s.flavor, s.serverID)
 	}
 	defer opener.Close()
 	stream, err := opener.Open(ctx, cp.loc)
@@ -180,10 +180,14 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	return context.Cause(runCtx)
 }
 
-// readError classifies a binlog read error: the source refusing the
-// position (1236: purged or unknown binlog) is not resumable, anything else
-// (lost connection) is.
+// readError classifies a binlog read error: a non-resumable coded error
+// stays as it is, the source refusing the position (1236: purged or unknown
+// binlog) is not resumable, anything else (lost connection) is.
 func readError(err error) error {
+	var coded *errs.Coded
+	if errors.As(err, &coded) && !coded.Resumable() {
+		return err // e.g. a TLS failure (dbconn.CodeTLS): retrying cannot help
+	}
 	var myErr *mysql.MyError
 	if errors.As(err, &myErr) && myErr.Code == 1236 {
 		return errs.New(CodeRead, false, "sync: the source cannot send the binlog from the checkpoint: %w", err)

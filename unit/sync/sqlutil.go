@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
 
@@ -16,21 +15,21 @@ import (
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // openTarget opens a pool to the target. Sessions use UTC for TIMESTAMP
-// values (the binlog carries them as UTC instants), a permissive sql_mode
-// that keeps zero dates and explicit zeros in AUTO_INCREMENT columns, and no
-// foreign key checks (parallel apply orders changes by row, not by table).
-func openTarget(db config.DBConfig, maxConns int) (*sql.DB, error) {
-	cfg := dbconn.DriverConfig(db)
+// values (the binlog carries them as UTC instants; a time_zone in the
+// target's session block is overridden, as in DM), and unless the session
+// block sets them, a permissive sql_mode that keeps zero dates and explicit
+// zeros in AUTO_INCREMENT columns, and no foreign key checks (parallel apply
+// orders changes by row, not by table).
+func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+	cfg := ep.DriverConfig()
 	cfg.InterpolateParams = true
 	// Batches travel as one multi-statement query (see execTx).
 	cfg.MultiStatements = true
 	cfg.ParseTime = false
-	cfg.Params = map[string]string{
-		"time_zone":          "'+00:00'",
-		"sql_mode":           "'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'",
-		"foreign_key_checks": "0",
-	}
-	pool, err := dbconn.Open(cfg)
+	dbconn.SetDefaultParam(cfg, "sql_mode", "'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'")
+	dbconn.SetDefaultParam(cfg, "foreign_key_checks", "0")
+	cfg.Params["time_zone"] = "'+00:00'"
+	pool, err := ep.Open(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
@@ -41,8 +40,8 @@ func openTarget(db config.DBConfig, maxConns int) (*sql.DB, error) {
 }
 
 // openSource opens a small pool to the source for queries (flavor).
-func openSource(db config.DBConfig) (*sql.DB, error) {
-	pool, err := dbconn.Open(dbconn.DriverConfig(db))
+func openSource(ep *dbconn.Endpoint) (*sql.DB, error) {
+	pool, err := ep.Open(ep.DriverConfig())
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}

@@ -40,6 +40,7 @@ type Syncer struct {
 
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	target *sql.DB
+	source *dbconn.Endpoint // how the unit reaches the source (TLS included)
 	store  *checkpointStore
 	flavor string
 	// unsaved is a checkpoint a run reached (all its changes applied) but
@@ -126,7 +127,21 @@ func (s *Syncer) Init(ctx context.Context) error {
 		}
 		s.target = nil
 	}
-	db, err := openTarget(s.cfg.TargetDatabase, s.cfg.Syncer.WorkerCount+4)
+	source, err := dbconn.NewEndpoint(s.src.From, dbconn.SourceRef(s.src.SourceID))
+	if err != nil {
+		return errs.New(CodeConfig, false, "sync: %w", err)
+	}
+	target, err := dbconn.NewEndpoint(s.cfg.TargetDatabase, dbconn.TargetRef(s.cfg.Name))
+	if err != nil {
+		return errs.New(CodeConfig, false, "sync: %w", err)
+	}
+	for name, v := range s.cfg.TargetDatabase.Session {
+		if strings.EqualFold(name, "time_zone") {
+			s.logger.Warn("target-database.session.time_zone is overridden: the sync unit writes TIMESTAMP values in UTC",
+				zap.String("time_zone", v))
+		}
+	}
+	db, err := openTarget(target, s.cfg.Syncer.WorkerCount+4)
 	if err != nil {
 		return errs.New(CodeConfig, false, "sync: %w", err)
 	}
@@ -136,7 +151,7 @@ func (s *Syncer) Init(ctx context.Context) error {
 	}
 	flavor := strings.ToLower(s.src.Flavor)
 	if flavor == "" {
-		srcDB, err := openSource(s.src.From)
+		srcDB, err := openSource(source)
 		if err != nil {
 			return closeAfter(db, errs.New(CodeConfig, false, "sync: %w", err))
 		}
@@ -148,7 +163,7 @@ func (s *Syncer) Init(ctx context.Context) error {
 			return closeAfter(db, errs.Wrap(err, CodeRead, "sync: source %s", s.cfg.SourceID))
 		}
 	}
-	s.target, s.store, s.flavor = db, store, flavor
+	s.target, s.store, s.flavor, s.source = db, store, flavor, source
 	return nil
 }
 
