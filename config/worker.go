@@ -25,15 +25,27 @@ type WorkerConfig struct {
 	EtcdCACert    string   `json:"etcd-cacert" toml:"etcd-cacert"`
 	EtcdCert      string   `json:"etcd-cert" toml:"etcd-cert"`
 	EtcdKey       string   `json:"etcd-key" toml:"etcd-key"`
-	StatusAddr    string   `json:"status-addr" toml:"status-addr"`
-	AdvertiseAddr string   `json:"advertise-addr" toml:"advertise-addr"`
-	DataDir       string   `json:"data-dir" toml:"data-dir"`
-	RelayDir      string   `json:"relay-dir" toml:"relay-dir"`
-	KeepaliveTTL  Duration `json:"keepalive-ttl" toml:"keepalive-ttl"`
-	LogLevel      string   `json:"log-level" toml:"log-level"`
-	LogFile       string   `json:"log-file" toml:"log-file"`
-	LogFormat     string   `json:"log-format" toml:"log-format"`
-	EmbedEtcd     bool     `json:"embed-etcd" toml:"embed-etcd"`
+	// EtcdUsername and EtcdPassword log in to an etcd cluster with auth
+	// enabled. The password is never logged or shown (json "-").
+	EtcdUsername string `json:"etcd-username" toml:"etcd-username"`
+	EtcdPassword string `json:"-" toml:"etcd-password"`
+	// SecretKeyPath is the AES-256 key file (64 hex characters, mode 0600)
+	// that encrypted passwords in source and task configs are decrypted with.
+	SecretKeyPath string `json:"secret-key-path" toml:"secret-key-path"`
+	// StatusTLSCert and StatusTLSKey make the HTTP API serve HTTPS; with
+	// StatusTLSClientCA it requires client certificates signed by that CA.
+	StatusTLSCert     string   `json:"status-tls-cert" toml:"status-tls-cert"`
+	StatusTLSKey      string   `json:"status-tls-key" toml:"status-tls-key"`
+	StatusTLSClientCA string   `json:"status-tls-client-ca" toml:"status-tls-client-ca"`
+	StatusAddr        string   `json:"status-addr" toml:"status-addr"`
+	AdvertiseAddr     string   `json:"advertise-addr" toml:"advertise-addr"`
+	DataDir           string   `json:"data-dir" toml:"data-dir"`
+	RelayDir          string   `json:"relay-dir" toml:"relay-dir"`
+	KeepaliveTTL      Duration `json:"keepalive-ttl" toml:"keepalive-ttl"`
+	LogLevel          string   `json:"log-level" toml:"log-level"`
+	LogFile           string   `json:"log-file" toml:"log-file"`
+	LogFormat         string   `json:"log-format" toml:"log-format"`
+	EmbedEtcd         bool     `json:"embed-etcd" toml:"embed-etcd"`
 
 	// ConfigFile is the --config flag: the TOML file the rest was read from.
 	ConfigFile string `json:"-" toml:"-"`
@@ -66,6 +78,12 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 	fs.StringVar(&fv.EtcdCACert, "etcd-cacert", "", "CA certificate file for etcd TLS")
 	fs.StringVar(&fv.EtcdCert, "etcd-cert", "", "client certificate file for etcd TLS")
 	fs.StringVar(&fv.EtcdKey, "etcd-key", "", "client key file for etcd TLS")
+	fs.StringVar(&fv.EtcdUsername, "etcd-username", "", "etcd user (etcd auth); its role needs readwrite on the etcd-prefix")
+	fs.StringVar(&fv.EtcdPassword, "etcd-password", "", "password of etcd-username (prefer the TOML file: flags show in ps)")
+	fs.StringVar(&fv.SecretKeyPath, "secret-key-path", "", "AES-256 key file (64 hex characters, mode 0600) that decrypts encrypted passwords")
+	fs.StringVar(&fv.StatusTLSCert, "status-tls-cert", "", "certificate file: serve the HTTP API over HTTPS")
+	fs.StringVar(&fv.StatusTLSKey, "status-tls-key", "", "private key file of status-tls-cert")
+	fs.StringVar(&fv.StatusTLSClientCA, "status-tls-client-ca", "", "CA file: require HTTP API clients to present certificates it signed")
 	fs.StringVar(&fv.StatusAddr, "status-addr", def.StatusAddr, "host:port of the HTTP status API")
 	fs.StringVar(&fv.AdvertiseAddr, "advertise-addr", "", "status address others reach this worker at (default: status-addr)")
 	fs.StringVar(&fv.DataDir, "data-dir", def.DataDir, "directory of the worker's local data")
@@ -93,21 +111,27 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 		}
 	}
 	apply := map[string]func(){
-		"name":           func() { cfg.Name = fv.Name },
-		"etcd-endpoints": func() { cfg.EtcdEndpoints = fv.EtcdEndpoints },
-		"etcd-prefix":    func() { cfg.EtcdPrefix = fv.EtcdPrefix },
-		"etcd-cacert":    func() { cfg.EtcdCACert = fv.EtcdCACert },
-		"etcd-cert":      func() { cfg.EtcdCert = fv.EtcdCert },
-		"etcd-key":       func() { cfg.EtcdKey = fv.EtcdKey },
-		"status-addr":    func() { cfg.StatusAddr = fv.StatusAddr },
-		"advertise-addr": func() { cfg.AdvertiseAddr = fv.AdvertiseAddr },
-		"data-dir":       func() { cfg.DataDir = fv.DataDir },
-		"relay-dir":      func() { cfg.RelayDir = fv.RelayDir },
-		"keepalive-ttl":  func() { cfg.KeepaliveTTL = fv.KeepaliveTTL },
-		"log-level":      func() { cfg.LogLevel = fv.LogLevel },
-		"log-file":       func() { cfg.LogFile = fv.LogFile },
-		"log-format":     func() { cfg.LogFormat = fv.LogFormat },
-		"embed-etcd":     func() { cfg.EmbedEtcd = fv.EmbedEtcd },
+		"name":                 func() { cfg.Name = fv.Name },
+		"etcd-endpoints":       func() { cfg.EtcdEndpoints = fv.EtcdEndpoints },
+		"etcd-prefix":          func() { cfg.EtcdPrefix = fv.EtcdPrefix },
+		"etcd-cacert":          func() { cfg.EtcdCACert = fv.EtcdCACert },
+		"etcd-cert":            func() { cfg.EtcdCert = fv.EtcdCert },
+		"etcd-key":             func() { cfg.EtcdKey = fv.EtcdKey },
+		"etcd-username":        func() { cfg.EtcdUsername = fv.EtcdUsername },
+		"etcd-password":        func() { cfg.EtcdPassword = fv.EtcdPassword },
+		"secret-key-path":      func() { cfg.SecretKeyPath = fv.SecretKeyPath },
+		"status-tls-cert":      func() { cfg.StatusTLSCert = fv.StatusTLSCert },
+		"status-tls-key":       func() { cfg.StatusTLSKey = fv.StatusTLSKey },
+		"status-tls-client-ca": func() { cfg.StatusTLSClientCA = fv.StatusTLSClientCA },
+		"status-addr":          func() { cfg.StatusAddr = fv.StatusAddr },
+		"advertise-addr":       func() { cfg.AdvertiseAddr = fv.AdvertiseAddr },
+		"data-dir":             func() { cfg.DataDir = fv.DataDir },
+		"relay-dir":            func() { cfg.RelayDir = fv.RelayDir },
+		"keepalive-ttl":        func() { cfg.KeepaliveTTL = fv.KeepaliveTTL },
+		"log-level":            func() { cfg.LogLevel = fv.LogLevel },
+		"log-file":             func() { cfg.LogFile = fv.LogFile },
+		"log-format":           func() { cfg.LogFormat = fv.LogFormat },
+		"embed-etcd":           func() { cfg.EmbedEtcd = fv.EmbedEtcd },
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if set, ok := apply[f.Name]; ok {
@@ -200,6 +224,18 @@ func (c *WorkerConfig) Validate() error {
 	}
 	if (c.EtcdCert == "") != (c.EtcdKey == "") {
 		p.add("etcd-cert", c.EtcdCert, "etcd-cert and etcd-key must be given together")
+	}
+	if c.EtcdPassword != "" && c.EtcdUsername == "" {
+		p.add("etcd-password", "(set)", "etcd-password needs etcd-username")
+	}
+	if c.EtcdUsername != "" && c.EmbedEtcd {
+		p.add("etcd-username", c.EtcdUsername, "etcd auth is for an external etcd cluster; the embedded etcd (embed-etcd) runs without auth on loopback")
+	}
+	if (c.StatusTLSCert == "") != (c.StatusTLSKey == "") {
+		p.add("status-tls-cert", c.StatusTLSCert, "status-tls-cert and status-tls-key must be given together")
+	}
+	if c.StatusTLSClientCA != "" && c.StatusTLSCert == "" {
+		p.add("status-tls-client-ca", c.StatusTLSClientCA, "client certificates need HTTPS: give status-tls-cert and status-tls-key too")
 	}
 	validateHostPort(&p, "status-addr", c.StatusAddr)
 	validateHostPort(&p, "advertise-addr", c.AdvertiseAddr)
