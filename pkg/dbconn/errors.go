@@ -3,6 +3,7 @@ package dbconn
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
@@ -16,6 +17,9 @@ import (
 var secureTransportRequired = map[uint16]bool{
 	3159: true, // ER_SECURE_TRANSPORT_REQUIRED (MySQL 5.7+, MariaDB 10.5+)
 }
+
+// accessDenied is ER_ACCESS_DENIED_ERROR.
+const accessDenied = 1045
 
 // ConnectError turns err, a failed connection to e (from go-sql-driver or
 // go-mysql), into a non-resumable CodeTLS error naming the setting to fix
@@ -44,6 +48,10 @@ func (e *Endpoint) ConnectError(err error) error {
 				"set %s (ssl-ca: the CA that signed the server's certificate)", e.Ref.Object, e.Addr(), err, sec)
 		}
 		return errs.New(CodeTLS, false, "%s: the server at %s refused the connection as insecure: %w", e.Ref.Object, e.Addr(), err)
+	case e.TLS == nil && (errors.As(err, &my) && my.Number == accessDenied || errors.As(err, &goMy) && goMy.Code == accessDenied):
+		// MariaDB refuses a connection without TLS under
+		// require_secure_transport as "access denied", like a bad password.
+		return fmt.Errorf("%w; if the server at %s requires TLS (require_secure_transport), set %s", err, e.Addr(), sec)
 	case e.TLS == nil:
 		return err
 	case errors.Is(err, mysql.ErrNoTLS):

@@ -24,6 +24,17 @@ type Options struct {
 	FastCommit bool
 	// ExtraConfig holds raw my.cnf lines appended under [mariadbd]; they win over the defaults.
 	ExtraConfig []string
+	// TLS, when set, gives the server a certificate (ssl-ca, ssl-cert, ssl-key) and, with
+	// Require, require_secure_transport=ON. The harness's own connections (Exec, DSN, ...)
+	// then use TLS, verifying the server against TLS.CA.
+	TLS *TLS
+}
+
+// TLS are the server's PEM files (tests/tlstest makes them).
+type TLS struct {
+	CA, Cert, Key string
+	// Require refuses TCP connections without TLS (require_secure_transport=ON).
+	Require bool
 }
 
 // Users every instance has, created once in the cached data directory.
@@ -121,6 +132,14 @@ func (c serverConfig) render() string {
 	} else {
 		line("skip-log-bin")
 	}
+	if t := c.opts.TLS; t != nil {
+		line("ssl-ca=%s", t.CA)
+		line("ssl-cert=%s", t.Cert)
+		line("ssl-key=%s", t.Key)
+		if t.Require {
+			line("require_secure_transport=ON")
+		}
+	}
 	for _, extra := range c.opts.ExtraConfig {
 		line("%s", extra)
 	}
@@ -134,6 +153,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxBinlogSize != 0 && !o.Binlog {
 		return fmt.Errorf("mariadbtest: MaxBinlogSize is set but Binlog is off for instance %q", o.Name)
+	}
+	if t := o.TLS; t != nil && (t.CA == "" || t.Cert == "" || t.Key == "") {
+		return fmt.Errorf("mariadbtest: TLS of instance %q needs CA, Cert and Key", o.Name)
 	}
 	for _, extra := range o.ExtraConfig {
 		if strings.ContainsAny(extra, "\n\r") {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 const (
@@ -41,6 +43,7 @@ type Instance struct {
 	port     int
 	serverID uint32
 	admin    *sql.DB // root pool behind Exec, QueryString and MasterStatus; closed in Cleanup
+	tlsName  string  // go-sql-driver TLS config of the harness's connections; "" without Options.TLS
 
 	mu   sync.Mutex
 	proc *serverProcess // the current (or last) server process; nil before the first start
@@ -83,6 +86,12 @@ func Start(tb testing.TB, opts Options) *Instance {
 		i.serverID = 100 + serverIDs.Add(1)
 	}
 	tb.Cleanup(func() { i.cleanup(tb) })
+	if i.tlsName, err = registerTLS(opts); err != nil {
+		tb.Fatal(err)
+	}
+	if i.tlsName != "" {
+		tb.Cleanup(func() { mysql.DeregisterTLSConfig(i.tlsName) })
+	}
 
 	copyBegan := time.Now()
 	if err := copyDir(template, dataDir(dir)); err != nil {

@@ -2,11 +2,15 @@ package mariadbtest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +38,7 @@ func (i *Instance) UserDSN(user, password, db string) string {
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = false
 	cfg.Timeout = 10 * time.Second
+	cfg.TLSConfig = i.tlsName
 	return cfg.FormatDSN()
 }
 
@@ -111,7 +116,35 @@ func (i *Instance) MasterStatus(tb testing.TB) (file string, pos uint32, gtid st
 // ClientArgs are the connection arguments for mariadb, mariadb-admin or mariadb-binlog
 // (--read-from-remote-server) as root over TCP; --no-defaults comes first, as it must.
 func (i *Instance) ClientArgs() []string {
-	return []string{"--no-defaults", "--protocol=TCP", "-h" + i.Host(), "-P" + strconv.Itoa(i.port), "-u" + RootUser}
+	args := []string{"--no-defaults", "--protocol=TCP", "-h" + i.Host(), "-P" + strconv.Itoa(i.port), "-u" + RootUser}
+	if t := i.opts.TLS; t != nil {
+		args = append(args, "--ssl-ca="+t.CA, "--ssl-verify-server-cert")
+	}
+	return args
+}
+
+// tlsConfigs numbers the TLS configs registered with go-sql-driver by this process.
+var tlsConfigs atomic.Uint64
+
+// registerTLS registers, with go-sql-driver, a client TLS config that verifies the server
+// against opts.TLS.CA, and returns its name for DSNs ("" when the instance has no TLS).
+func registerTLS(opts Options) (string, error) {
+	if opts.TLS == nil {
+		return "", nil
+	}
+	pem, err := os.ReadFile(opts.TLS.CA)
+	if err != nil {
+		return "", fmt.Errorf("mariadbtest: read CA of instance %q: %w", opts.Name, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return "", fmt.Errorf("mariadbtest: CA file %s of instance %q holds no PEM certificate", opts.TLS.CA, opts.Name)
+	}
+	name := fmt.Sprintf("mariadbtest-%d", tlsConfigs.Add(1))
+	if err := mysql.RegisterTLSConfig(name, &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}); err != nil {
+		return "", fmt.Errorf("mariadbtest: register TLS config of instance %q: %w", opts.Name, err)
+	}
+	return name, nil
 }
 
 // notRunningNote explains a failed statement when the server is down.
