@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/pprof"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,41 +76,62 @@ type ValidationErrorHandler interface {
 	OperateValidationErrors(ctx context.Context, req ValidationErrorsRequest) error
 }
 
+// route is one endpoint of the API: its ServeMux pattern, the methods it
+// answers (others get a JSON 405) and its handler. docs/openapi.yaml
+// documents exactly these routes (a test compares them).
+type route struct {
+	pattern string
+	methods []string
+	handler http.HandlerFunc
+}
+
+// routes returns every endpoint of the API (DESIGN.md §6); metrics come
+// from gatherer.
+func (s *Server) routes(gatherer prometheus.Gatherer) []route {
+	get, post := []string{http.MethodGet}, []string{http.MethodPost}
+	return []route{
+		{"/healthz", get, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, "ok")
+		}},
+		{"/metrics", get, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}).ServeHTTP},
+		{"/debug/pprof/", get, pprof.Index},
+		{"/debug/pprof/cmdline", get, pprof.Cmdline},
+		{"/debug/pprof/profile", get, pprof.Profile},
+		// go tool pprof posts the addresses to symbolize.
+		{"/debug/pprof/symbol", []string{http.MethodGet, http.MethodPost}, pprof.Symbol},
+		{"/debug/pprof/trace", get, pprof.Trace},
+		{"/api/v1/openapi.yaml", get, serveOpenAPI},
+		{"/api/v1/status", get, func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, s.Status())
+		}},
+		{"/api/v1/subtasks/{task}", get, func(w http.ResponseWriter, r *http.Request) {
+			name := r.PathValue("task")
+			for _, st := range s.Status().SubTasks {
+				if st.Name == name {
+					writeJSON(w, http.StatusOK, st)
+					return
+				}
+			}
+			writeError(w, subtaskNotFound(name))
+		}},
+		{"/api/v1/streams/{stream}", get, func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, &APIError{http.StatusNotFound, CodeStreamNotFound,
+				fmt.Sprintf("stream %q not found on worker %q", r.PathValue("stream"), s.cfg.Name)})
+		}},
+		{"/api/v1/relay/purge", post, s.handlePurge},
+		{"/api/v1/subtasks/{task}/handle-error", post, s.handleHandleError},
+		{"/api/v1/subtasks/{task}/validation/errors", []string{http.MethodGet, http.MethodPost}, s.handleValidationErrors},
+	}
+}
+
 // Handler returns the worker's HTTP API (DESIGN.md §6); metrics come from
 // gatherer.
 func (s *Server) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", method(http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok")
-	}))
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-
-	mux.HandleFunc("/api/v1/status", method(http.MethodGet, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, s.Status())
-	}))
-	mux.HandleFunc("/api/v1/subtasks/{task}", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("task")
-		for _, st := range s.Status().SubTasks {
-			if st.Name == name {
-				writeJSON(w, http.StatusOK, st)
-				return
-			}
-		}
-		writeError(w, subtaskNotFound(name))
-	}))
-	mux.HandleFunc("/api/v1/streams/{stream}", method(http.MethodGet, func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &APIError{http.StatusNotFound, CodeStreamNotFound,
-			fmt.Sprintf("stream %q not found on worker %q", r.PathValue("stream"), s.cfg.Name)})
-	}))
-	mux.HandleFunc("/api/v1/relay/purge", method(http.MethodPost, s.handlePurge))
-	mux.HandleFunc("/api/v1/subtasks/{task}/handle-error", method(http.MethodPost, s.handleHandleError))
-	mux.HandleFunc("/api/v1/subtasks/{task}/validation/errors", s.handleValidationErrors)
+	for _, r := range s.routes(gatherer) {
+		mux.HandleFunc(r.pattern, method(r.methods, r.handler))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &APIError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
@@ -197,10 +220,6 @@ func (s *Server) handleHandleError(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleValidationErrors(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("task")
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		writeError(w, &APIError{http.StatusMethodNotAllowed, CodeMethodNotAllowed, "use GET or POST"})
-		return
-	}
 	var req ValidationErrorsRequest
 	state := r.URL.Query().Get("state")
 	if r.Method == http.MethodGet {
@@ -266,12 +285,13 @@ func subtaskNotFound(name string) *APIError {
 	return &APIError{http.StatusNotFound, CodeSubTaskNotFound, fmt.Sprintf("subtask %q not found on this worker", name)}
 }
 
-// method wraps h so that other methods get a JSON 405.
-func method(m string, h http.HandlerFunc) http.HandlerFunc {
+// method wraps h so that methods other than ms get a JSON 405.
+func method(ms []string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != m {
-			w.Header().Set("Allow", m)
-			writeError(w, &APIError{http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, m)})
+		if !slices.Contains(ms, r.Method) {
+			allow := strings.Join(ms, ", ")
+			w.Header().Set("Allow", allow)
+			writeError(w, &APIError{http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, allow)})
 			return
 		}
 		h(w, r)
