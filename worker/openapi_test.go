@@ -23,8 +23,8 @@ import (
 
 // openAPIDoc is the part of an OpenAPI document the tests read.
 type openAPIDoc struct {
-	OpenAPI    string                               `json:"openapi"`
-	Paths      map[string]map[string]any            `json:"paths"`
+	OpenAPI    string                                 `json:"openapi"`
+	Paths      map[string]map[string]any              `json:"paths"`
 	Components struct{ Schemas map[string]apiSchema } `json:"components"`
 }
 
