@@ -13,6 +13,14 @@ import (
 // value means the key was deleted: stage and bound values then have
 // IsDeleted set and their names from the key; config decoders return nil.
 // Every error wraps ErrMalformed, ErrBadKey or config.ErrInvalidName.
+//
+// Config values are decoded like files (config.DecodeXxx over the same
+// defaults, then Adjust) in config.Lenient mode: a field the worker does not
+// know does not fail the decode; its path is listed in the config's
+// Notes.Unknown, DM fields without effect in Notes.Ignored. Stage, bound,
+// worker-info and keepalive values may omit the names their key holds
+// (source, task, worker, name): they are taken from the key; a name that is
+// given must agree with the key.
 
 // DecodeWorkerInfo decodes P/worker/info/{worker}. On delete it returns
 // the worker name from the key.
@@ -27,6 +35,9 @@ func (s *Store) DecodeWorkerInfo(key string, value []byte) (WorkerInfo, error) {
 	var info WorkerInfo
 	if err := unmarshal("worker info", key, value, &info); err != nil {
 		return WorkerInfo{}, err
+	}
+	if info.Name == "" {
+		info.Name = worker // omitted: the key names it
 	}
 	if info.Name != worker {
 		return WorkerInfo{}, mismatch("worker info", key, "name", info.Name, worker)
@@ -48,6 +59,9 @@ func (s *Store) DecodeKeepalive(key string, value []byte) (KeepaliveInfo, error)
 	if err := unmarshal("keepalive", key, value, &ka); err != nil {
 		return KeepaliveInfo{}, err
 	}
+	if ka.Name == "" {
+		ka.Name = worker // omitted: the key names it
+	}
 	if ka.Name != worker {
 		return KeepaliveInfo{}, mismatch("keepalive", key, "name", ka.Name, worker)
 	}
@@ -60,9 +74,9 @@ func (s *Store) DecodeSourceConfig(key string, value []byte) (*config.SourceConf
 	if err != nil || value == nil {
 		return nil, err
 	}
-	cfg := new(config.SourceConfig)
-	if err := unmarshal("source config", key, value, cfg); err != nil {
-		return nil, err
+	cfg, err := config.DecodeSourceConfig(value, config.Lenient)
+	if err != nil {
+		return nil, malformed("source config", key, err)
 	}
 	if cfg.SourceID != source {
 		return nil, mismatch("source config", key, "source-id", cfg.SourceID, source)
@@ -92,6 +106,9 @@ func (s *Store) decodeBound(key string, value []byte, kind, what string) (Bound,
 	if err := unmarshal(what, key, value, &b); err != nil {
 		return Bound{}, err
 	}
+	if b.Worker == "" {
+		b.Worker = worker // omitted: the key names it
+	}
 	if b.Worker != worker {
 		return Bound{}, mismatch(what, key, "worker", b.Worker, worker)
 	}
@@ -116,9 +133,9 @@ func (s *Store) DecodeSubTaskConfig(key string, value []byte) (*config.SubTaskCo
 	if err != nil || value == nil {
 		return nil, err
 	}
-	cfg := new(config.SubTaskConfig)
-	if err := unmarshal("subtask config", key, value, cfg); err != nil {
-		return nil, err
+	cfg, err := config.DecodeSubTaskConfig(value, config.Lenient)
+	if err != nil {
+		return nil, malformed("subtask config", key, err)
 	}
 	if cfg.SourceID != source {
 		return nil, mismatch("subtask config", key, "source-id", cfg.SourceID, source)
@@ -155,9 +172,9 @@ func (s *Store) DecodeStreamConfig(key string, value []byte) (*config.StreamConf
 	if err != nil || value == nil {
 		return nil, err
 	}
-	cfg := new(config.StreamConfig)
-	if err := unmarshal("stream config", key, value, cfg); err != nil {
-		return nil, err
+	cfg, err := config.DecodeStreamConfig(value, config.Lenient)
+	if err != nil {
+		return nil, malformed("stream config", key, err)
 	}
 	if cfg.SourceID != source {
 		return nil, mismatch("stream config", key, "source-id", cfg.SourceID, source)
@@ -200,6 +217,14 @@ func decodeStage(what, key string, value []byte, source, task string, allowed fu
 	var st Stage
 	if err := unmarshal(what, key, value, &st); err != nil {
 		return Stage{}, err
+	}
+	// Names the value leaves out come from the key; names it gives must
+	// agree with the key.
+	if st.Source == "" {
+		st.Source = source
+	}
+	if st.Task == "" {
+		st.Task = task
 	}
 	if !allowed(st.Expect) {
 		return Stage{}, malformed(what, key, fmt.Errorf("expect %q is not allowed here", st.Expect))

@@ -90,6 +90,11 @@ func TestKeyKinds(t *testing.T) {
 		BAList: config.BAList{DoDBs: []string{"db1"}}}
 	streamCfg := &config.StreamConfig{Name: "x1", SourceID: "s1", Snapshot: true,
 		Sink: config.SinkConfig{Type: config.SinkFile, File: &config.FileSinkConfig{Dir: "/tmp/x", RotateSize: 64 << 20}}}
+	// Values are read back over the defaults and adjusted: what a master
+	// writes is adjusted already (dmctl does), so it reads back the same.
+	srcCfg.Adjust()
+	subCfg.Adjust()
+	streamCfg.Adjust()
 	subStage := Stage{Expect: stage.Running, Source: "s1", Task: "t1"}
 	valStage := Stage{Expect: stage.Stopped, Source: "s1", Task: "t1"}
 	relayStage := Stage{Expect: stage.Paused, Source: "s1"}
