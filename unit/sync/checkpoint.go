@@ -8,12 +8,14 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
 )
 
-// Tables of the meta schema owned by the sync unit.
+// Tables of the meta schema owned by the sync unit (package syncmeta names
+// them for dmctl's --remove-meta).
 const (
-	checkpointTable = "syncer_checkpoint"
-	safePointTable  = "syncer_safe_point"
+	checkpointTable = syncmeta.CheckpointTable
+	safePointTable  = syncmeta.SafePointTable
 )
 
 // savedCheckpoint is the row of one task+source.

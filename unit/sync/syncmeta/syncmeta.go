@@ -1,0 +1,140 @@
+// Package syncmeta names the tables the sync unit keeps in the meta schema
+// on the target (checkpoints and safe points, one row per task and source)
+// and removes one task's rows from them, for `dmctl task start
+// --remove-meta`. It imports nothing of the sync unit, so dmctl can use it
+// without linking the unit; the sync unit takes its table names from here.
+// It never touches a row of another task.
+package syncmeta
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The sync unit's tables in the meta schema; both are keyed by (task,
+// source, ...).
+const (
+	CheckpointTable = "syncer_checkpoint"
+	SafePointTable  = "syncer_safe_point"
+)
+
+// Tables lists every table of the sync unit in the meta schema.
+var Tables = []string{CheckpointTable, SafePointTable}
+
+// Removed is what RemoveTask deleted from one table.
+type Removed struct {
+	// Table is `schema`.`table`.
+	Table string `json:"table"`
+	// Rows is the number of rows of the task deleted.
+	Rows int64 `json:"rows"`
+	// Sources are the sources whose rows were deleted, sorted.
+	Sources []string `json:"sources"`
+}
+
+// QuoteName quotes an identifier with backticks.
+func QuoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+// RemoveTask deletes every row of task (all sources) from the sync unit's
+// tables in schema on the target db, in one transaction, and returns what
+// it deleted from each table that held rows of the task. Missing tables
+// are skipped; rows of other tasks stay.
+func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Removed, err error) {
+	present, err := existingTables(ctx, db, schema)
+	if err != nil {
+		return nil, err
+	}
+	if len(present) == 0 {
+		return nil, nil
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("remove checkpoints of task %s in %s: begin: %w", task, QuoteName(schema), err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	var out []Removed
+	for _, t := range present {
+		name := QuoteName(schema) + "." + QuoteName(t)
+		sources, err := taskSources(ctx, tx, name, task)
+		if err != nil {
+			return nil, err
+		}
+		res, err := tx.ExecContext(ctx, "DELETE FROM "+name+" WHERE task = ?", task)
+		if err != nil {
+			return nil, fmt.Errorf("delete rows of task %s from %s: %w", task, name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("delete rows of task %s from %s: %w", task, name, err)
+		}
+		if n > 0 {
+			out = append(out, Removed{Table: name, Rows: n, Sources: sources})
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("remove checkpoints of task %s in %s: commit: %w", task, QuoteName(schema), err)
+	}
+	return out, nil
+}
+
+// existingTables returns the sync unit's tables present in schema, in the
+// order of Tables.
+func existingTables(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)",
+		schema, CheckpointTable, SafePointTable)
+	if err != nil {
+		return nil, fmt.Errorf("look for the checkpoint tables in meta schema %s: %w", QuoteName(schema), err)
+	}
+	found := make(map[string]bool)
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, errors.Join(fmt.Errorf("look for the checkpoint tables: %w", err), rows.Close())
+		}
+		found[n] = true
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("look for the checkpoint tables in meta schema %s: %w", QuoteName(schema), err)
+	}
+	var out []string
+	for _, t := range Tables {
+		if found[t] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// taskSources returns the sources with rows of task in table.
+func taskSources(ctx context.Context, tx *sql.Tx, table, task string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT source FROM "+table+" WHERE task = ? ORDER BY source", task)
+	if err != nil {
+		return nil, fmt.Errorf("read rows of task %s in %s: %w", task, table, err)
+	}
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, errors.Join(fmt.Errorf("read rows of task %s in %s: %w", task, table, err), rows.Close())
+		}
+		out = append(out, s)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("read rows of task %s in %s: %w", task, table, err)
+	}
+	return out, nil
+}
+
+// ignoreDone drops sql.ErrTxDone from a rollback after a failed commit.
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
