@@ -64,9 +64,9 @@ func (e *Endpoint) Addr() string { return net.JoinHostPort(e.DB.Host, strconv.It
 
 // DriverConfig is the go-sql-driver config for the server over TCP: dial
 // timeout, TLS (before authentication, never falling back to plain text),
-// max-allowed-packet, and one `SET name = 'value'` per session variable on
-// every new connection (names lower-cased; values quoted as SQL strings, as
-// DM does). Callers may add their own Params; see SetDefaultParam.
+// max-allowed-packet, and the session variables, set on every new
+// connection (names lower-cased; numbers as they are, other values as
+// quoted SQL strings). Callers may add their own Params; see SetDefaultParam.
 func (e *Endpoint) DriverConfig() *mysql.Config {
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Passwd = e.DB.User, e.DB.Password
@@ -83,7 +83,7 @@ func (e *Endpoint) DriverConfig() *mysql.Config {
 	if len(e.DB.Session) > 0 {
 		cfg.Params = make(map[string]string, len(e.DB.Session))
 		for name, value := range e.DB.Session {
-			cfg.Params[strings.ToLower(name)] = QuoteString(value)
+			cfg.Params[strings.ToLower(name)] = sessionValue(value)
 		}
 	}
 	return cfg
@@ -99,6 +99,20 @@ func SetDefaultParam(cfg *mysql.Config, name, value string) {
 		cfg.Params = make(map[string]string)
 	}
 	cfg.Params[name] = value
+}
+
+// number is a value written unquoted in SET: numeric variables
+// (wait_timeout, foreign_key_checks) refuse string literals.
+var number = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?$`)
+
+// sessionValue is a session variable's value as written in SET: numbers as
+// they are, anything else as a string literal (DM quotes every value, which
+// MariaDB refuses for numeric variables).
+func sessionValue(v string) string {
+	if number.MatchString(v) {
+		return v
+	}
+	return QuoteString(v)
 }
 
 // QuoteString returns s as a single-quoted SQL string literal.
