@@ -38,7 +38,10 @@ func (c *StreamConfig) setNotes(n DecodeNotes)  { c.Notes = n }
 // parse decodes data over c (pre-filled with defaults), records the notes
 // on it and adjusts it.
 func parse[C noted](kind string, data []byte, c C, mode DecodeMode) (C, error) {
-	notes, err := decodeInto(kind, data, c, mode)
+	notes, fields, err := decodeInto(kind, data, c, mode)
+	if err == nil && fields != nil {
+		err = fields
+	}
 	if err != nil {
 		var zero C
 		return zero, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -153,24 +154,26 @@ type fieldRule struct {
 }
 
 // decodeInto reads data (YAML or JSON) into c, which holds the defaults,
-// walking it with the rules of c's type. It returns the notes; in Strict
-// mode unknown fields are a *DecodeError, refused fields are one in both
-// modes.
-func decodeInto(what string, data []byte, c any, mode DecodeMode) (DecodeNotes, error) {
-	var notes DecodeNotes
+// walking it with the rules of c's type, and returns the notes. Fields that
+// could not be taken (unknown in Strict mode, refused in both) come back as
+// a *DecodeError while the rest is still decoded into c, so that a caller
+// can report them together with the validation problems of the rest; err
+// is any other failure (syntax, a value of the wrong type), after which c
+// is not usable.
+func decodeInto(what string, data []byte, c any, mode DecodeMode) (notes DecodeNotes, fields *DecodeError, err error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return notes, fmt.Errorf("config: decode %s: %w", what, err)
+		return notes, nil, fmt.Errorf("config: decode %s: %w", what, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
 	var tree any
 	if err := dec.Decode(&tree); err != nil {
-		return notes, fmt.Errorf("config: decode %s: %w", what, err)
+		return notes, nil, fmt.Errorf("config: decode %s: %w", what, err)
 	}
 	if tree == nil {
 		// An empty document: nothing to decode, every default stays.
-		return notes, nil
+		return notes, nil, nil
 	}
 	w := walker{}
 	tree = w.walk("", tree, reflect.TypeOf(c))
@@ -184,19 +187,23 @@ func decodeInto(what string, data []byte, c any, mode DecodeMode) (DecodeNotes, 
 	} else {
 		notes.Unknown = w.unknown
 	}
-	if len(de.Unknown) > 0 || len(de.Refused) > 0 {
-		return notes, de
+	if len(de.Unknown) == 0 && len(de.Refused) == 0 {
+		de = nil
 	}
 	clean, err := json.Marshal(tree)
 	if err != nil {
-		return notes, fmt.Errorf("config: decode %s: %w", what, err)
+		return notes, de, fmt.Errorf("config: decode %s: %w", what, err)
 	}
 	dec = json.NewDecoder(bytes.NewReader(clean))
 	dec.DisallowUnknownFields() // the walk removed every field the type lacks
 	if err := dec.Decode(c); err != nil {
-		return notes, fmt.Errorf("config: decode %s: %w", what, err)
+		err = fmt.Errorf("config: decode %s: %w", what, err)
+		if de != nil {
+			err = errors.Join(de, err)
+		}
+		return notes, de, err
 	}
-	return notes, nil
+	return notes, de, nil
 }
 
 // walker classifies the fields of one input.

@@ -16,7 +16,7 @@ import (
 func sourceCommands() []command {
 	return []command{{
 		name:  "source create",
-		args:  "FILE [--worker W]",
+		args:  "FILE [--worker W] [--dry-run]",
 		short: "create a source from a config file and bind it to W or to a free alive worker",
 		run:   sourceCreate,
 	}, {
@@ -36,15 +36,14 @@ func sourceCommands() []command {
 	}}
 }
 
-// loadSource reads and validates a source config file.
-func loadSource(path string) (*config.SourceConfig, error) {
-	cfg, err := config.LoadSourceConfigFile(path)
+// loadSource reads and validates a source config file and warns about the
+// DM fields it accepted without effect.
+func (e *env) loadSource(path string) (*config.SourceConfig, error) {
+	cfg, err := checkSourceFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("source config %s is invalid; fix these fields:\n%w", path, err)
-	}
+	e.warnNotes(path, cfg.Notes)
 	return cfg, nil
 }
 
@@ -61,16 +60,20 @@ type sourceResult struct {
 func sourceCreate(ctx context.Context, e *env, cmd *command, args []string) error {
 	fs := newFlags(cmd)
 	worker := fs.String("worker", "", "bind the source to this worker (alive and unbound)")
+	dryRun := fs.Bool("dry-run", false, "check the file and print the config it would write, without connecting to etcd")
 	pos, err := parseArgs(cmd, fs, args, "FILE")
 	if err != nil {
 		return err
+	}
+	if *dryRun {
+		return dryRunSource(e, pos[0])
 	}
 	if *worker != "" {
 		if err := config.ValidateName("worker", *worker); err != nil {
 			return err
 		}
 	}
-	cfg, err := loadSource(pos[0])
+	cfg, err := e.loadSource(pos[0])
 	if err != nil {
 		return err
 	}
@@ -122,7 +125,7 @@ func sourceUpdate(ctx context.Context, e *env, cmd *command, args []string) erro
 	if err != nil {
 		return err
 	}
-	cfg, err := loadSource(pos[0])
+	cfg, err := e.loadSource(pos[0])
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 func taskCommands() []command {
 	return []command{{
 		name:  "task start",
-		args:  "FILE [--stage Running|Paused]",
+		args:  "FILE [--stage Running|Paused] [--dry-run]",
 		short: "split a DM task file into one subtask per source and create them",
 		run:   taskStart,
 	}, {
@@ -64,23 +64,24 @@ type taskResult struct {
 func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 	fs := newFlags(cmd)
 	stageFlag := fs.String("stage", string(stage.Running), "expected stage of the new subtasks: Running or Paused")
+	dryRun := fs.Bool("dry-run", false, "check the file and print the subtasks it would create, without connecting to etcd")
 	pos, err := parseArgs(cmd, fs, args, "FILE")
 	if err != nil {
 		return err
+	}
+	if *dryRun {
+		return dryRunTask(e, pos[0])
 	}
 	want := stage.Stage(*stageFlag)
 	if want != stage.Running && want != stage.Paused {
 		return usagef(cmd, "--stage %q: use Running or Paused", *stageFlag)
 	}
 	path := pos[0]
-	tc, err := config.LoadTaskConfigFile(path)
+	tc, subtasks, err := checkTaskFile(path)
 	if err != nil {
 		return err
 	}
-	subtasks, err := tc.SubTaskConfigs()
-	if err != nil {
-		return fmt.Errorf("task file %s is invalid; fix these fields:\n%w", path, err)
-	}
+	e.warnNotes(path, tc.Notes)
 	st, c, err := e.cluster(ctx)
 	if err != nil {
 		return err
