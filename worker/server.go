@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
 )
 
@@ -38,7 +39,11 @@ type ServerConfig struct {
 	// NewFactory builds the unit factory of each bound source.
 	NewFactory FactoryBuilder
 	NewRelay   RelayFactory
-	Metrics    *Metrics
+	// SecretKey is the --secret-key-path key (nil: none): source and
+	// subtask passwords that are ciphertexts are decrypted with it before
+	// connecting (DESIGN.md §4a).
+	SecretKey *secret.Key
+	Metrics   *Metrics
 	// Logger is passed down to everything; it should name the worker.
 	Logger *zap.Logger
 	Clock  Clock
@@ -297,6 +302,13 @@ func (s *Server) reconcileBound(ctx context.Context) error {
 		s.setServerErr(errs.New(CodeSourceConfigInvalid, false, "source %q: %v", b.Source, err))
 		return nil
 	}
+	// cfg stays as decoded (swCfg is compared with the next read); the
+	// data plane gets connCfg, whose password is resolved.
+	connCfg, err := resolveSource(cfg, s.cfg.SecretKey)
+	if err != nil {
+		s.setServerErr(err)
+		return nil
+	}
 	s.setServerErr(nil)
 	rb, rok, _, err := s.store.GetRelayBound(ctx, s.cfg.Name)
 	if err != nil {
@@ -315,10 +327,11 @@ func (s *Server) reconcileBound(ctx context.Context) error {
 	}
 	if sw == nil {
 		var nsw *SourceWorker
-		factory := s.cfg.NewFactory(cfg, func() binlog.StreamOpener { return nsw.RelayReader() })
+		factory := s.cfg.NewFactory(connCfg, func() binlog.StreamOpener { return nsw.RelayReader() })
 		nsw = NewSourceWorker(SourceWorkerConfig{
-			Source: cfg, Store: s.store, Factory: factory, NewRelay: s.cfg.NewRelay,
-			Metrics: s.cfg.Metrics, Logger: s.log, Clock: s.cfg.Clock,
+			Source: connCfg, Store: s.store, Factory: withSecrets(factory, s.cfg.SecretKey), SecretKey: s.cfg.SecretKey,
+			NewRelay: s.cfg.NewRelay,
+			Metrics:  s.cfg.Metrics, Logger: s.log, Clock: s.cfg.Clock,
 			CheckInterval:   s.cfg.CheckInterval,
 			WatchBackoffMin: s.cfg.WatchBackoffMin, WatchBackoffMax: s.cfg.WatchBackoffMax,
 		})

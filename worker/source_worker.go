@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
 	"github.com/dmworker/dm-worker/unit"
@@ -43,6 +44,10 @@ type SourceWorkerConfig struct {
 	Source  *config.SourceConfig
 	Store   *ha.Store
 	Factory unit.Factory
+	// SecretKey is the --secret-key-path key (nil: none). Subtask configs
+	// whose target password cannot be resolved with it are refused in
+	// status; the Factory resolves passwords for the units.
+	SecretKey *secret.Key
 	// NewRelay creates the relay holder; nil means relay cannot be enabled.
 	NewRelay RelayFactory
 	Metrics  *Metrics
@@ -563,6 +568,11 @@ func (w *SourceWorker) reconcileSubTask(ctx context.Context, name string) error 
 	if err := w.checkSubTaskConfig(name, item.Config); err != nil {
 		log.Error("invalid subtask config; the subtask keeps its current state", zap.Error(err))
 		w.setTaskErr(name, errs.New(CodeInvalidConfig, false, "subtask %q: %v", name, err))
+		return nil
+	}
+	if _, err := resolveSubTask(item.Config, w.cfg.SecretKey); err != nil {
+		log.Error("subtask password cannot be decrypted; the subtask keeps its current state", zap.Error(err))
+		w.setTaskErr(name, err)
 		return nil
 	}
 	w.setTaskErr(name, nil)

@@ -179,8 +179,14 @@ func (s *SubTask) Update(ctx context.Context, cfg *config.SubTaskConfig) error {
 	}
 	pending := append([]unit.Unit(nil), s.units[s.cur:]...)
 	s.mu.Unlock()
+	// Units were built with the factory's configs (passwords resolved):
+	// they are updated with the same kind.
+	unitCfg, err := unitConfigFor(s.factory, newCfg)
+	if err != nil {
+		return fmt.Errorf("update subtask %q: %w", s.name, err)
+	}
 	for _, u := range pending {
-		if err := u.Update(ctx, newCfg.Clone()); err != nil {
+		if err := u.Update(ctx, unitCfg.Clone()); err != nil {
 			return fmt.Errorf("update subtask %q: %s unit: %w", s.name, u.Type(), err)
 		}
 	}
