@@ -228,6 +228,9 @@ func (c *WorkerConfig) Validate() error {
 	if c.EtcdPassword != "" && c.EtcdUsername == "" {
 		p.add("etcd-password", "(set)", "etcd-password needs etcd-username")
 	}
+	if c.EtcdUsername != "" && c.EtcdPassword == "" {
+		p.add("etcd-username", c.EtcdUsername, "etcd-username needs etcd-password (in the TOML file, or the flag)")
+	}
 	if c.EtcdUsername != "" && c.EmbedEtcd {
 		p.add("etcd-username", c.EtcdUsername, "etcd auth is for an external etcd cluster; the embedded etcd (embed-etcd) runs without auth on loopback")
 	}

@@ -41,7 +41,8 @@ status-tls-client-ca = "/etc/dm/clients-ca.pem"
 		fields []string
 	}{
 		{name: "password without user", mod: func(c *WorkerConfig) { c.EtcdPassword = "pw-not-shown" }, fields: []string{"etcd-password"}},
-		{name: "auth with embedded etcd", mod: func(c *WorkerConfig) { c.EtcdUsername = "u"; c.EmbedEtcd = true }, fields: []string{"etcd-username"}},
+		{name: "user without password", mod: func(c *WorkerConfig) { c.EtcdUsername = "u" }, fields: []string{"etcd-username"}},
+		{name: "auth with embedded etcd", mod: func(c *WorkerConfig) { c.EtcdUsername = "u"; c.EtcdPassword = "pw-not-shown"; c.EmbedEtcd = true }, fields: []string{"etcd-username"}},
 		{name: "cert without key", mod: func(c *WorkerConfig) { c.StatusTLSCert = "c.pem" }, fields: []string{"status-tls-cert"}},
 		{name: "client CA without TLS", mod: func(c *WorkerConfig) { c.StatusTLSClientCA = "ca.pem" }, fields: []string{"status-tls-client-ca"}},
 	}
