@@ -14,7 +14,7 @@ import (
 func taskCommands() []command {
 	return []command{{
 		name:  "task start",
-		args:  "FILE [--stage Running|Paused] [--dry-run]",
+		args:  "FILE [--stage Running|Paused] [--dry-run] [--remove-meta] [--start-time T]",
 		short: "split a DM task file into one subtask per source and create them",
 		run:   taskStart,
 	}, {
@@ -65,6 +65,7 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 	fs := newFlags(cmd)
 	stageFlag := fs.String("stage", string(stage.Running), "expected stage of the new subtasks: Running or Paused")
 	dryRun := fs.Bool("dry-run", false, "check the file and print the subtasks it would create, without connecting to etcd")
+	sm := addStartFlags(fs)
 	pos, err := parseArgs(cmd, fs, args, "FILE")
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 		return usagef(cmd, "--stage %q: use Running or Paused", *stageFlag)
 	}
 	path := pos[0]
-	tc, subtasks, err := checkTaskFile(path)
+	tc, subtasks, err := sm.checkTaskFile(path)
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,9 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 			tc.Name, strings.Join(missing, ", "))
 	}
 	if err := tasks.checkNew(ctx, st, tc.Name); err != nil {
+		return err
+	}
+	if err := sm.prepare(ctx, e, c, tc.Name, subtasks); err != nil {
 		return err
 	}
 

@@ -39,19 +39,7 @@ func (s *checkpointStore) table(name string) string {
 
 // prepare creates the meta schema and tables when missing.
 func (s *checkpointStore) prepare(ctx context.Context) error {
-	for _, q := range []string{
-		"CREATE DATABASE IF NOT EXISTS " + quoteName(s.schema),
-		"CREATE TABLE IF NOT EXISTS " + s.table(checkpointTable) + ` (
-  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
-  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, binlog_gtid TEXT NOT NULL,
-  pending_ddl_name VARCHAR(255) NOT NULL DEFAULT '', pending_ddl_pos INT UNSIGNED NOT NULL DEFAULT 0,
-  updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-  PRIMARY KEY (task, source))`,
-		"CREATE TABLE IF NOT EXISTS " + s.table(safePointTable) + ` (
-  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL, worker INT NOT NULL,
-  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL,
-  PRIMARY KEY (task, source, worker))`,
-	} {
+	for _, q := range syncmeta.CreateStatements(s.schema) {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return errs.Wrap(err, CodeCheckpoint, "sync: create checkpoint tables in meta schema %s", quoteName(s.schema))
 		}

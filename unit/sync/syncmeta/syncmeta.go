@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -23,6 +24,26 @@ const (
 
 // Tables lists every table of the sync unit in the meta schema.
 var Tables = []string{CheckpointTable, SafePointTable}
+
+// CreateStatements returns the statements that create schema and the sync
+// unit's tables in it when missing; the sync unit runs them before it reads
+// or writes a checkpoint.
+func CreateStatements(schema string) []string {
+	table := func(name string) string { return QuoteName(schema) + "." + QuoteName(name) }
+	return []string{
+		"CREATE DATABASE IF NOT EXISTS " + QuoteName(schema),
+		"CREATE TABLE IF NOT EXISTS " + table(CheckpointTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
+  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, binlog_gtid TEXT NOT NULL,
+  pending_ddl_name VARCHAR(255) NOT NULL DEFAULT '', pending_ddl_pos INT UNSIGNED NOT NULL DEFAULT 0,
+  updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  PRIMARY KEY (task, source))`,
+		"CREATE TABLE IF NOT EXISTS " + table(SafePointTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL, worker INT NOT NULL,
+  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL,
+  PRIMARY KEY (task, source, worker))`,
+	}
+}
 
 // Removed is what RemoveTask deleted from one table.
 type Removed struct {
@@ -83,6 +104,21 @@ func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Remov
 	return out, nil
 }
 
+// TaskSources returns the sources that have a checkpoint of task in
+// schema, sorted; none when the table is missing.
+func TaskSources(ctx context.Context, db *sql.DB, schema, task string) ([]string, error) {
+	present, err := existingTables(ctx, db, schema)
+	if err != nil || !slices.Contains(present, CheckpointTable) {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, "SELECT source FROM "+QuoteName(schema)+"."+QuoteName(CheckpointTable)+
+		" WHERE task = ? ORDER BY source", task)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoints of task %s: %w", task, err)
+	}
+	return scanSources(rows, task, CheckpointTable)
+}
+
 // existingTables returns the sync unit's tables present in schema, in the
 // order of Tables.
 func existingTables(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
@@ -117,6 +153,11 @@ func taskSources(ctx context.Context, tx *sql.Tx, table, task string) ([]string,
 	if err != nil {
 		return nil, fmt.Errorf("read rows of task %s in %s: %w", task, table, err)
 	}
+	return scanSources(rows, task, table)
+}
+
+// scanSources reads and closes a result of one source column.
+func scanSources(rows *sql.Rows, task, table string) ([]string, error) {
 	var out []string
 	for rows.Next() {
 		var s string

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/secret"
+	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
+)
+
+// startOptions are the flags of "task start" that act on the target and
+// the sources before the task is written to etcd: --remove-meta drops the
+// task's checkpoints in the target, --start-time sets each source's start
+// location of an incremental task to the first event group at or after a
+// time.
+type startOptions struct {
+	removeMeta bool
+	startTime  string
+}
+
+// addStartFlags registers --remove-meta and --start-time on fs.
+func addStartFlags(fs *flag.FlagSet) *startOptions {
+	o := &startOptions{}
+	fs.BoolVar(&o.removeMeta, "remove-meta", false,
+		"before creating the task, delete its checkpoints in <meta-schema> on the target (the task must not exist in etcd)")
+	fs.StringVar(&o.startTime, "start-time", "",
+		`incremental task: start each source at its first binlog event at or after this time ("2006-01-02 15:04:05" in the source's time zone, or RFC 3339)`)
+	return o
+}
+
+// placeholderBinlog fills meta.binlog-name of the task file's instances
+// while it is checked with --start-time; every subtask's meta is replaced
+// with the resolved location before anything is written.
+const placeholderBinlog = "start-time.000001"
+
+// checkTaskFile is checkTaskFile of dryrun.go; with --start-time the
+// instances' meta is not needed (the time gives it), so the file is checked
+// with a placeholder meta in every instance, and the task must be
+// incremental.
+func (o *startOptions) checkTaskFile(path string) (*config.TaskConfig, []*config.SubTaskConfig, error) {
+	if o.startTime == "" {
+		return checkTaskFile(path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read task file: %w", err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err == nil {
+		if insts, ok := doc["mysql-instances"].([]any); ok {
+			for _, inst := range insts {
+				if m, ok := inst.(map[string]any); ok {
+					m["meta"] = map[string]any{"binlog-name": placeholderBinlog, "binlog-pos": config.MinBinlogPos}
+				}
+			}
+			if data, err = yaml.Marshal(doc); err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
+	tc, subs, err := config.CheckTaskConfig(data)
+	switch {
+	case err != nil && tc == nil:
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	case err != nil:
+		return tc, nil, fmt.Errorf("task file %s is invalid; fix these fields:\n%w", path, err)
+	case !strings.EqualFold(tc.TaskMode, config.ModeIncremental):
+		return tc, nil, fmt.Errorf("--start-time applies to task-mode incremental; task %s is %s (full and all start from a dump)",
+			tc.Name, tc.TaskMode)
+	}
+	return tc, subs, nil
+}
+
+// prepare runs after the task was checked to exist nowhere in etcd and
+// before it is written: it resolves --start-time on every source (setting
+// each subtask's meta), then, with --remove-meta, deletes the task's
+// checkpoints in the target. Without --remove-meta, --start-time is
+// refused when the target holds checkpoints of the task, since the sync
+// unit resumes from them, not from the meta. It prints what it did on
+// stderr.
+func (o *startOptions) prepare(ctx context.Context, e *env, c *cluster, task string, subtasks []*config.SubTaskConfig) error {
+	if o.startTime == "" && !o.removeMeta {
+		return nil
+	}
+	if o.startTime != "" {
+		for _, sc := range subtasks {
+			src, ok := c.sources[sc.SourceID]
+			if !ok {
+				return fmt.Errorf("source %s does not exist; create it first with `dmctl source create FILE`", sc.SourceID)
+			}
+			loc, err := resolveStartTime(ctx, src, o.startTime)
+			if err != nil {
+				return fmt.Errorf("--start-time %q on source %s: %w", o.startTime, sc.SourceID, err)
+			}
+			sc.Meta = config.Meta{BinlogName: loc.Name, BinlogPos: loc.Pos, BinlogGTID: loc.GTID}
+			fmt.Fprintf(e.stderr, "note: task %s on source %s starts at %s", task, sc.SourceID, loc)
+			if loc.GTID != "" {
+				fmt.Fprintf(e.stderr, " (gtid %s)", loc.GTID)
+			}
+			fmt.Fprintln(e.stderr)
+		}
+	}
+	for _, t := range targetsOf(subtasks) {
+		if err := o.onTarget(ctx, e, task, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metaTarget is one target database and meta schema of a task.
+type metaTarget struct {
+	db     config.DBConfig
+	schema string
+}
+
+// targetsOf returns the distinct targets and meta schemas of subtasks.
+func targetsOf(subtasks []*config.SubTaskConfig) []metaTarget {
+	var out []metaTarget
+	seen := make(map[string]bool)
+	for _, sc := range subtasks {
+		k := fmt.Sprintf("%s\x00%d\x00%s\x00%s", sc.TargetDatabase.Host, sc.TargetDatabase.Port, sc.TargetDatabase.User, sc.MetaSchema)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, metaTarget{db: sc.TargetDatabase, schema: sc.MetaSchema})
+		}
+	}
+	return out
+}
+
+// onTarget removes the task's checkpoints on one target (--remove-meta),
+// or checks that there are none (--start-time alone).
+func (o *startOptions) onTarget(ctx context.Context, e *env, task string, t metaTarget) error {
+	where := fmt.Sprintf("meta schema %s on target %s:%d", syncmeta.QuoteName(t.schema), t.db.Host, t.db.Port)
+	_, db, err := openDB(t.db, dbconn.TargetRef(task))
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	defer db.Close()
+	if !o.removeMeta {
+		sources, err := syncmeta.TaskSources(ctx, db, t.schema, task)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if len(sources) > 0 {
+			return fmt.Errorf("task %s has checkpoints in %s (sources %s); the sync unit would resume from them, not from --start-time: add --remove-meta to drop them",
+				task, where, strings.Join(sources, ", "))
+		}
+		return nil
+	}
+	removed, err := syncmeta.RemoveTask(ctx, db, t.schema, task)
+	if err != nil {
+		return fmt.Errorf("--remove-meta: %s: %w", where, err)
+	}
+	if len(removed) == 0 {
+		fmt.Fprintf(e.stderr, "note: --remove-meta: task %s had no checkpoints in %s\n", task, where)
+	}
+	for _, r := range removed {
+		fmt.Fprintf(e.stderr, "note: --remove-meta: deleted %d row(s) of task %s (sources %s) from %s on target %s:%d\n",
+			r.Rows, task, strings.Join(r.Sources, ", "), r.Table, t.db.Host, t.db.Port)
+	}
+	return nil
+}
+
+// openDB opens a pool to a server of a config read from etcd or a file
+// (password resolved, TLS from its security block; ref names it in errors)
+// and returns it with the endpoint.
+func openDB(c config.DBConfig, ref dbconn.Ref) (*dbconn.Endpoint, *sql.DB, error) {
+	pw, err := storedPassword(c.Password)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %s.password: %w", ref.Object, ref.Field, err)
+	}
+	c.Password = pw
+	ep, err := dbconn.NewEndpoint(c, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := ep.Open(ep.DriverConfig())
+	if err != nil {
+		return nil, nil, err
+	}
+	db.SetMaxOpenConns(2)
+	return ep, db, nil
+}
+
+// storedPassword resolves a password as stored in a config: plaintext,
+// or a ciphertext of `dmctl encrypt` (pkg/secret). The key of the global
+// --secret-key-path flag is passed here when dmctl has that flag; without
+// a key, only DM's default-key ciphertexts are decrypted.
+func storedPassword(stored string) (string, error) {
+	return secret.ResolvePassword(stored, nil)
+}
+
+// resolveStartTime finds the first event group at or after at (see
+// parseStartTime) in the binlog of src.
+func resolveStartTime(ctx context.Context, src *config.SourceConfig, at string) (loc binlog.Location, err error) {
+	ep, db, err := openDB(src.From, dbconn.SourceRef(src.SourceID))
+	if err != nil {
+		return loc, err
+	}
+	defer db.Close()
+	t, err := parseStartTime(ctx, db, at)
+	if err != nil {
+		return loc, err
+	}
+	flavor := src.Flavor
+	if flavor == "" {
+		if flavor, err = dbconn.DetectFlavor(ctx, db); err != nil {
+			return loc, err
+		}
+	}
+	f := &timeFinder{db: db, syncCfg: finderSyncerConfig(ep, flavor), flavor: flavor, gtid: src.EnableGTID}
+	return f.find(ctx, t)
+}
+
+// parseStartTime reads RFC 3339, or DM's "2006-01-02 15:04:05" (also with a
+// T) in the source's time zone, which the source converts.
+func parseStartTime(ctx context.Context, db *sql.DB, s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	local := strings.Replace(s, "T", " ", 1)
+	if _, err := time.Parse(localTimeLayout, local); err != nil {
+		return time.Time{}, errors.New(`use "2006-01-02 15:04:05" (the source's time zone) or RFC 3339 (2006-01-02T15:04:05Z)`)
+	}
+	var unix sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT CAST(UNIX_TIMESTAMP(?) AS SIGNED)", local).Scan(&unix); err != nil {
+		return time.Time{}, fmt.Errorf("convert %q with the source's time zone: %w", local, err)
+	}
+	if !unix.Valid || unix.Int64 <= 0 {
+		return time.Time{}, fmt.Errorf("the source cannot place %q in its time zone (before 1970, or a time skipped by a clock change)", local)
+	}
+	return time.Unix(unix.Int64, 0), nil
+}

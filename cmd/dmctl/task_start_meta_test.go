@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
+)
+
+// metaEnv is an etcd harness with source mysql-01 on a real MariaDB with
+// binlog and GTID on, bound to w1; the same server is the tasks' target.
+type metaEnv struct {
+	*harness
+	src *mariadbtest.Instance
+	db  *sql.DB
+}
+
+func newMetaEnv(t *testing.T) *metaEnv {
+	src := mariadbtest.StartSource(t)
+	h := newHarness(t)
+	h.worker("w1", true)
+	h.ok("source", "create", h.file("mysql-01.yaml", fmt.Sprintf(
+		"source-id: mysql-01\nenable-gtid: true\nfrom: {host: 127.0.0.1, port: %d, user: root, password: ''}\n", src.Port())), "--worker", "w1")
+	return &metaEnv{harness: h, src: src, db: src.DB(t)}
+}
+
+// taskFile writes a one-source task file of the given mode and returns
+// its path.
+func (m *metaEnv) taskFile(name, mode string) string {
+	return m.file(name+".yaml", fmt.Sprintf(`name: %s
+task-mode: %s
+target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
+mysql-instances:
+  - source-id: mysql-01
+    block-allow-list: bal
+block-allow-list:
+  bal: {do-dbs: [shop]}
+`, name, mode, m.src.Port()))
+}
+
+// serverNow is the source's clock in Unix seconds.
+func (m *metaEnv) serverNow() int64 {
+	m.t.Helper()
+	var n int64
+	if err := m.db.QueryRow("SELECT UNIX_TIMESTAMP()").Scan(&n); err != nil {
+		m.t.Fatal(err)
+	}
+	return n
+}
+
+// nextSecond waits until the source's clock moves past its current second
+// and returns the new second.
+func (m *metaEnv) nextSecond() int64 {
+	m.t.Helper()
+	start := m.serverNow()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := m.serverNow(); n > start {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.t.Fatalf("the source's clock stayed at %d for 10s", start)
+	return 0
+}
+
+// mark is where one write starts in the binlog and the second before it.
+type mark struct {
+	at   int64
+	file string
+	pos  uint32
+	gtid string
+}
+
+// write waits for a new second, optionally rotates the binlog, and inserts
+// id; it returns the second and the binlog location before the insert.
+func (m *metaEnv) write(rotate bool, id int) mark {
+	m.t.Helper()
+	at := m.nextSecond()
+	if rotate {
+		m.src.Exec(m.t, "FLUSH BINARY LOGS")
+	}
+	file, pos, gtid := m.src.MasterStatus(m.t)
+	m.src.Exec(m.t, "INSERT INTO shop.t VALUES (?)", id)
+	// The insert's group starts at its GTID event; the server may write a
+	// binlog checkpoint event after a rotation first.
+	rows, err := m.db.Query(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d", file, pos))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			m.t.Fatal(err)
+		}
+		if vals[2].String == "Gtid" { // Log_name, Pos, Event_type, ...
+			p, _ := strconv.ParseUint(vals[1].String, 10, 32)
+			return mark{at: at, file: file, pos: uint32(p), gtid: gtid}
+		}
+	}
+	m.t.Fatalf("no GTID event in %s after %d", file, pos)
+	return mark{}
+}
+
+// localTime is the source's "2006-01-02 15:04:05" form of a Unix second.
+func (m *metaEnv) localTime(unix int64) string {
+	m.t.Helper()
+	var s string
+	if err := m.db.QueryRow("SELECT DATE_FORMAT(FROM_UNIXTIME(?), '%Y-%m-%d %H:%i:%s')", unix).Scan(&s); err != nil {
+		m.t.Fatal(err)
+	}
+	return s
+}
+
+func TestTaskStartTime(t *testing.T) {
+	m := newMetaEnv(t)
+	m.src.Exec(t, "CREATE DATABASE shop")
+	m.src.Exec(t, "CREATE TABLE shop.t (id INT PRIMARY KEY)")
+	a := m.write(false, 1)
+	b := m.write(true, 2)
+	c := m.write(true, 3)
+	if a.file == b.file || b.file == c.file {
+		t.Fatalf("FLUSH BINARY LOGS did not rotate: %+v %+v %+v", a, b, c)
+	}
+
+	cases := []struct {
+		task, at string
+		want     mark
+	}{
+		{"ta", time.Unix(a.at, 0).UTC().Format(time.RFC3339), a},
+		{"tb", m.localTime(b.at), b},
+		{"tc", strings.Replace(m.localTime(c.at), " ", "T", 1), c},
+		// Within b's second: still the first group at or after it.
+		{"tb2", time.Unix(b.at, 0).In(time.FixedZone("X", 3600)).Format(time.RFC3339), b},
+	}
+	for _, k := range cases {
+		r := m.ok("task", "start", m.taskFile(k.task, "incremental"), "--start-time", k.at)
+		cfg := m.getJSON("/task/config/mysql-01/" + k.task)
+		got := fmt.Sprintf("%v:%v gtid %v", field(t, cfg, "meta.binlog-name"), field(t, cfg, "meta.binlog-pos"), field(t, cfg, "meta.binlog-gtid"))
+		want := fmt.Sprintf("%s:%d gtid %s", k.want.file, k.want.pos, k.want.gtid)
+		if got != want {
+			t.Errorf("--start-time %s: meta %s, want %s", k.at, got, want)
+		}
+		if !strings.Contains(r.stderr, fmt.Sprintf("starts at %s:%d (gtid %s)", k.want.file, k.want.pos, k.want.gtid)) {
+			t.Errorf("--start-time %s: stderr does not name the location:\n%s", k.at, r.stderr)
+		}
+	}
+
+	m.fail([]string{"task", "start", m.taskFile("late", "incremental"), "--start-time", time.Unix(c.at+3600, 0).UTC().Format(time.RFC3339)},
+		"on source mysql-01", "after the newest binlog event", c.file)
+	m.fail([]string{"task", "start", m.taskFile("early", "incremental"), "--start-time", "2001-02-03 04:05:06"},
+		"before the oldest binlog file", "choose a later time")
+	m.fail([]string{"task", "start", m.taskFile("bad", "incremental"), "--start-time", "yesterday"}, `use "2006-01-02 15:04:05"`)
+	m.fail([]string{"task", "start", m.taskFile("full1", "all"), "--start-time", m.localTime(a.at)}, "applies to task-mode incremental", "all")
+}
+
+// checkpointRows returns "task/source" of every row in the sync unit's
+// tables of dm_meta, sorted, table by table.
+func (m *metaEnv) checkpointRows() map[string][]string {
+	m.t.Helper()
+	out := make(map[string][]string)
+	for _, tbl := range syncmeta.Tables {
+		rows, err := m.db.Query("SELECT CONCAT(task, '/', source) FROM dm_meta." + tbl)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				m.t.Fatal(err)
+			}
+			out[tbl] = append(out[tbl], s)
+		}
+		if err := rows.Close(); err != nil {
+			m.t.Fatal(err)
+		}
+		slices.Sort(out[tbl])
+	}
+	return out
+}
+
+// putCheckpoints writes checkpoint and safe-point rows of task on sources
+// into tables made by the sync unit's own statements.
+func (m *metaEnv) putCheckpoints(task string, sources ...string) {
+	m.t.Helper()
+	ctx := context.Background()
+	for _, q := range syncmeta.CreateStatements("dm_meta") {
+		if _, err := m.db.ExecContext(ctx, q); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+	for _, s := range sources {
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid) VALUES (?, ?, 'mariadb-bin.000001', 4, '')", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_safe_point (task, source, worker, binlog_name, binlog_pos) VALUES (?, ?, 0, 'mariadb-bin.000001', 4)", task, s)
+	}
+}
+
+func TestTaskStartRemoveMeta(t *testing.T) {
+	m := newMetaEnv(t)
+	m.src.Exec(t, "CREATE DATABASE shop")
+	m.src.Exec(t, "CREATE TABLE shop.t (id INT PRIMARY KEY)")
+	a := m.write(false, 1)
+	at := time.Unix(a.at, 0).UTC().Format(time.RFC3339)
+	m.putCheckpoints("tr", "mysql-01", "mysql-02")
+	m.putCheckpoints("other", "mysql-01")
+	m.putCheckpoints("tr2", "mysql-01") // a name with tr as a prefix
+	all := []string{"other/mysql-01", "tr/mysql-01", "tr/mysql-02", "tr2/mysql-01"}
+	others := []string{"other/mysql-01", "tr2/mysql-01"}
+	check := func(step string, want []string) {
+		t.Helper()
+		got := m.checkpointRows()
+		for _, tbl := range syncmeta.Tables {
+			if !slices.Equal(got[tbl], want) {
+				t.Errorf("%s: rows of %s = %v, want %v", step, tbl, got[tbl], want)
+			}
+		}
+	}
+
+	// The checkpoints would win over --start-time: refused, nothing removed.
+	m.fail([]string{"task", "start", m.taskFile("tr", "incremental"), "--start-time", at},
+		"task tr has checkpoints", "sources mysql-01, mysql-02", "add --remove-meta")
+	check("--start-time without --remove-meta", all)
+
+	r := m.ok("task", "start", m.taskFile("tr", "incremental"), "--start-time", at, "--remove-meta")
+	check("--remove-meta", others)
+	for _, w := range []string{"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_checkpoint`",
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_safe_point`"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("--remove-meta stderr lacks %q:\n%s", w, r.stderr)
+		}
+	}
+
+	// The task exists in etcd now: --remove-meta is refused and removes
+	// nothing, until the task is stopped.
+	m.putCheckpoints("tr", "mysql-01")
+	m.fail([]string{"task", "start", m.taskFile("tr", "all"), "--remove-meta"}, "task tr already exists", "dmctl task stop tr")
+	check("--remove-meta of an existing task", []string{"other/mysql-01", "tr/mysql-01", "tr2/mysql-01"})
+
+	m.ok("task", "stop", "tr")
+	r = m.ok("task", "start", m.taskFile("tr", "all"), "--remove-meta")
+	check("--remove-meta after stop", others)
+	if !strings.Contains(r.stderr, "deleted 1 row(s) of task tr (sources mysql-01)") {
+		t.Errorf("--remove-meta stderr:\n%s", r.stderr)
+	}
+	m.ok("task", "stop", "tr")
+	r = m.ok("task", "start", m.taskFile("tr", "all"), "--remove-meta")
+	if !strings.Contains(r.stderr, "task tr had no checkpoints") {
+		t.Errorf("--remove-meta with nothing to remove: stderr:\n%s", r.stderr)
+	}
+	check("--remove-meta with nothing to remove", others)
+}
