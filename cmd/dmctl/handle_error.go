@@ -108,7 +108,7 @@ func taskHandleError(ctx context.Context, e *env, cmd *command, args []string) e
 	var failed []string
 	for _, s := range targets {
 		out := handleErrorOutcome{Source: s}
-		if err := handleErrorOn(ctx, st, c, task, s, req, &out); err != nil {
+		if err := e.handleErrorOn(ctx, st, c, task, s, req, &out); err != nil {
 			failed = append(failed, s)
 			out.Error = &outcomeError{Code: apiCode(err), Message: err.Error()}
 			if out.Error.Code == "" {
@@ -206,13 +206,13 @@ func getStatus(ctx context.Context, st *ha.Store, worker string) ([]byte, bool, 
 // handleErrorOn posts req to the worker bound to source and, when the
 // expected stage is Running, writes it again: a new stage revision is a
 // resume command for the worker, so the subtask continues past the event.
-func handleErrorOn(ctx context.Context, st *ha.Store, c *cluster, task, source string, req handleErrorRequest, out *handleErrorOutcome) error {
+func (e *env) handleErrorOn(ctx context.Context, st *ha.Store, c *cluster, task, source string, req handleErrorRequest, out *handleErrorOutcome) error {
 	worker, addr, err := c.sourceWorker(source)
 	out.Worker = worker
 	if err != nil {
 		return err
 	}
-	if err := postWorker(ctx, worker, addr, "/api/v1/subtasks/"+task+"/handle-error", req, nil); err != nil {
+	if err := e.postWorker(ctx, worker, addr, "/api/v1/subtasks/"+task+"/handle-error", req, nil); err != nil {
 		return err
 	}
 	item, _, err := st.GetSubTask(ctx, source, task)

@@ -74,7 +74,7 @@ func relayPurge(ctx context.Context, e *env, cmd *command, args []string) error 
 	var ans struct {
 		Purged []string `json:"purged"`
 	}
-	if err := postWorker(ctx, worker, addr, "/api/v1/relay/purge", req, &ans); err != nil {
+	if err := e.postWorker(ctx, worker, addr, "/api/v1/relay/purge", req, &ans); err != nil {
 		return fmt.Errorf("purge relay of source %s: %w", source, err)
 	}
 	res := purgeResult{Source: source, Worker: worker, Purged: ans.Purged}

@@ -60,15 +60,23 @@ func (c *cluster) sourceWorker(source string) (worker, addr string, err error) {
 	return worker, addr, nil
 }
 
+// workerHTTP returns the client and URL scheme for workers' HTTP APIs:
+// every request dmctl sends to a worker goes through here (and through
+// liveStatus for GET /api/v1/status).
+func (e *env) workerHTTP() (*http.Client, string) {
+	return http.DefaultClient, "http"
+}
+
 // postWorker sends body as JSON to path on the worker's HTTP API and
 // decodes a 2xx answer into out (when not nil). A non-2xx answer is a
 // *workerAPIError with the worker's code and message.
-func postWorker(ctx context.Context, worker, addr, path string, body, out any) error {
-	return callWorker(ctx, http.MethodPost, worker, addr, path, body, out)
+func (e *env) postWorker(ctx context.Context, worker, addr, path string, body, out any) error {
+	return e.callWorker(ctx, http.MethodPost, worker, addr, path, body, out)
 }
 
 // callWorker is postWorker for any method; a nil body sends none.
-func callWorker(ctx context.Context, method, worker, addr, path string, body, out any) error {
+func (e *env) callWorker(ctx context.Context, method, worker, addr, path string, body, out any) error {
+	client, scheme := e.workerHTTP()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -77,7 +85,7 @@ func callWorker(ctx context.Context, method, worker, addr, path string, body, ou
 		}
 		rd = bytes.NewReader(b)
 	}
-	url := "http://" + addr + path
+	url := scheme + "://" + addr + path
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return fmt.Errorf("request to worker %s: %w", worker, err)
@@ -85,7 +93,7 @@ func callWorker(ctx context.Context, method, worker, addr, path string, body, ou
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("worker %s at %s did not answer %s %s: %w; check that it runs and that its status address is reachable from here",
 			worker, addr, method, path, err)
