@@ -133,3 +133,21 @@ func TestLenientDecode(t *testing.T) {
 		t.Error("Clone shares the notes")
 	}
 }
+
+func TestWithSourceFilters(t *testing.T) {
+	task := []FilterRule{{Name: "t1", SchemaPattern: "app", TablePattern: "t", Events: []string{"delete"}, Action: FilterIgnore}}
+	source := []FilterRule{
+		{SchemaPattern: "APP", TablePattern: "T", Events: []string{"all"}, Action: FilterIgnore}, // covered by t1
+		{SchemaPattern: "*", Events: []string{"drop database"}, Action: FilterError},
+	}
+	got := WithSourceFilters(task, source, false)
+	if len(got) != 2 || got[0].Name != "t1" || got[1].Name != "source filters[1]" || got[1].Action != FilterError {
+		t.Fatalf("merged %+v", got)
+	}
+	if got := WithSourceFilters(task, source, true); len(got) != 3 {
+		t.Errorf("case-sensitive: the upper-case pattern is another rule: %+v", got)
+	}
+	if source[1].Name != "" {
+		t.Error("WithSourceFilters modified its input")
+	}
+}

@@ -51,15 +51,31 @@ func (b *BAList) validate(p *problems, path string) {
 			p.add(index(join(path, "ignore-dbs"), i), db, "must not be empty")
 		}
 	}
+	// A name starting with ~ is a regular expression, as in DM.
+	checkRegexp := func(at, name string) {
+		if expr, ok := strings.CutPrefix(name, "~"); ok {
+			if _, err := regexp.Compile(expr); err != nil {
+				p.add(at, name, "a name starting with ~ must be a Go regular expression: "+err.Error())
+			}
+		}
+	}
+	for i, db := range b.DoDBs {
+		checkRegexp(index(join(path, "do-dbs"), i), db)
+	}
+	for i, db := range b.IgnoreDBs {
+		checkRegexp(index(join(path, "ignore-dbs"), i), db)
+	}
 	checkTables := func(list string, refs []TableRef) {
 		for i, t := range refs {
 			at := index(join(path, list), i)
 			if t.DBName == "" {
-				p.add(join(at, "db-name"), t.DBName, "must not be empty (wildcards * and ? allowed)")
+				p.add(join(at, "db-name"), t.DBName, "must not be empty (wildcards * and ?, or ~regexp)")
 			}
 			if t.TblName == "" {
-				p.add(join(at, "tbl-name"), t.TblName, "must not be empty (wildcards * and ? allowed)")
+				p.add(join(at, "tbl-name"), t.TblName, "must not be empty (wildcards * and ?, or ~regexp)")
 			}
+			checkRegexp(join(at, "db-name"), t.DBName)
+			checkRegexp(join(at, "tbl-name"), t.TblName)
 		}
 	}
 	checkTables("do-tables", b.DoTables)

@@ -52,6 +52,11 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 		if h := r.s.takeHandle(start, end); h != nil {
 			return d.applyHandled(ctx, h, query, start, end)
 		}
+		var fe *filterError
+		if errors.As(err, &fe) {
+			return errs.New(CodeFilter, false,
+				"sync: %v at binlog %s (%s); the DDL was not applied: change the rule and resume, or skip it with handle-error", fe, start, clipSQL(query))
+		}
 		return errs.New(CodeDDLParse, false,
 			"sync: cannot parse DDL at binlog %s (%s): %w; skip or replace it with handle-error", start, clipSQL(query), err)
 	}
@@ -204,6 +209,17 @@ func (d *ddlApplier) translateOne(schema, query string, node ast.StmtNode, singl
 		n := qualify(t)
 		return s.filter.tableAllowed(n.Schema, n.Table)
 	}
+	// kept reports whether a statement's table is replicated: selected by
+	// the block-allow list and not skipped by a filter rule (an Error rule
+	// makes it an error).
+	kept := func(t *ast.TableName, event string) (bool, error) {
+		if !selected(t) {
+			return false, nil
+		}
+		n := qualify(t)
+		skip, err := s.events.skip(n.Schema, n.Table, event, query)
+		return !skip, err
+	}
 	var (
 		event   string
 		primary *ast.TableName
@@ -238,39 +254,50 @@ func (d *ddlApplier) translateOne(schema, query string, node ast.StmtNode, singl
 			return targetDDL{}, false, nil
 		}
 		event = evDropTable
-		kept := n.Tables[:0:0]
+		tables := n.Tables[:0:0]
 		for _, t := range n.Tables {
-			if selected(t) && !s.events.skip(qualify(t).Schema, t.Name.O, event, query) {
-				kept = append(kept, t)
+			ok, err := kept(t, event)
+			if err != nil {
+				return targetDDL{}, false, err
+			}
+			if ok {
+				tables = append(tables, t)
 			}
 		}
-		if len(kept) == 0 {
+		if len(tables) == 0 {
 			return targetDDL{}, false, nil
 		}
-		changed = len(kept) != len(n.Tables)
-		n.Tables = kept
-		primary = kept[0]
+		changed = len(tables) != len(n.Tables)
+		n.Tables = tables
+		primary = tables[0]
 	case *ast.RenameTableStmt:
 		event = evRenameTable
-		kept := n.TableToTables[:0:0]
+		renames := n.TableToTables[:0:0]
 		for _, tt := range n.TableToTables {
-			if selected(tt.OldTable) && !s.events.skip(qualify(tt.OldTable).Schema, tt.OldTable.Name.O, event, query) {
-				kept = append(kept, tt)
+			ok, err := kept(tt.OldTable, event)
+			if err != nil {
+				return targetDDL{}, false, err
+			}
+			if ok {
+				renames = append(renames, tt)
 			}
 		}
-		if len(kept) == 0 {
+		if len(renames) == 0 {
 			return targetDDL{}, false, nil
 		}
-		changed = len(kept) != len(n.TableToTables)
-		n.TableToTables = kept
-		primary = kept[0].OldTable
+		changed = len(renames) != len(n.TableToTables)
+		n.TableToTables = renames
+		primary = renames[0].OldTable
 	default:
 		return targetDDL{}, false, nil
 	}
 
 	if primary == nil {
-		if !s.filter.schemaAllowed(dbName) || s.events.skip(dbName, "", event, query) {
+		if !s.filter.schemaAllowed(dbName) {
 			return targetDDL{}, false, nil
+		}
+		if skip, err := s.events.skip(dbName, "", event, query); skip || err != nil {
+			return targetDDL{}, false, err
 		}
 		switch n := node.(type) {
 		case *ast.CreateDatabaseStmt:
@@ -283,8 +310,8 @@ func (d *ddlApplier) translateOne(schema, query string, node ast.StmtNode, singl
 		return d.restore(node, query, "", changed, nil)
 	}
 	p := qualify(primary)
-	if !selected(primary) || s.events.skip(p.Schema, p.Table, event, query) {
-		return targetDDL{}, false, nil
+	if ok, err := kept(primary, event); !ok || err != nil {
+		return targetDDL{}, false, err
 	}
 	if ct, ok := node.(*ast.CreateTableStmt); ok && !ct.IfNotExists {
 		// Many source tables may be merged into one target table.

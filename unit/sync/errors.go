@@ -16,6 +16,8 @@ const (
 	CodeCheckpoint = "sync-checkpoint"
 	CodeTable      = "sync-table-info"
 	CodeHandle     = "sync-handle-error"
+	// CodeFilter: an event matched a filter rule whose action is Error.
+	CodeFilter = "sync-filter-error"
 )
 
 // ErrNothingToHandle is returned by HandleError when the unit is not stuck

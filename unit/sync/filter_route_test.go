@@ -1,7 +1,9 @@
 package syncer
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
@@ -60,5 +62,41 @@ func TestFiltersAndRoutes(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("%d ignored or routed-away tables exist on the target", n)
+	}
+}
+
+// TestFilterErrorPauses: an event matched by a filter rule whose action is
+// Error ends the run with a non-resumable error naming the rule, schema,
+// table and event; rows before it were applied, the event itself was not.
+// The rule here comes from the source's filters (applied to every subtask).
+func TestFilterErrorPauses(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "filtererr")
+	cfg.BAList = config.BAList{DoDBs: []string{"app"}}
+	src.Filters = []config.FilterRule{
+		{Name: "no-drop", SchemaPattern: "app", Events: []string{"drop table"}, Action: config.FilterError},
+	}
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	r := start(u, false)
+
+	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)", "INSERT INTO app.t VALUES (1), (2)",
+		"DROP TABLE app.t")
+	res := r.wait(t, 30*time.Second)
+	if !res.Failed() || res.Resumable() {
+		t.Fatalf("result %+v, want a non-resumable error", res)
+	}
+	got := res.Errors[0]
+	if got.Code != CodeFilter {
+		t.Errorf("code %q, want %q", got.Code, CodeFilter)
+	}
+	for _, want := range []string{"no-drop", "`app`.`t`", `"drop table"`} {
+		if !strings.Contains(got.Message, want) {
+			t.Errorf("message %q does not name %s", got.Message, want)
+		}
+	}
+	var n int
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM app.t").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("target app.t: %d rows, %v; want the table kept with 2 rows", n, err)
 	}
 }

@@ -69,6 +69,12 @@ func TestTableFilter(t *testing.T) {
 		{"case-sensitive", config.BAList{DoTables: []config.TableRef{{DBName: "App", TblName: "T"}}}, true, []check{
 			{"app", "t", false}, {"App", "T", true},
 		}},
+		{"~ regular expressions (DM's syntax)", config.BAList{DoDBs: []string{"do", "~^x+$"},
+			DoTables:     []config.TableRef{{DBName: "~^test.*", TblName: "~^t.*"}},
+			IgnoreTables: []config.TableRef{{DBName: "~^test", TblName: "~_log$"}}}, false, []check{
+			{"test1", "t1", true}, {"TEST2", "Tx", true}, {"test1", "u1", false}, {"test1", "t_log", false},
+			{"do", "anything", true}, {"xtest", "t1", false}, {"xx", "any", true},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,6 +92,7 @@ func TestEventFilter(t *testing.T) {
 	type check struct {
 		schema, table, event, sql string
 		skip                      bool
+		fail                      string // the error of an Error rule
 	}
 	tests := []struct {
 		name   string
@@ -93,22 +100,38 @@ func TestEventFilter(t *testing.T) {
 		checks []check
 	}{
 		{"ignore delete", []config.FilterRule{{SchemaPattern: "app", TablePattern: "t*", Events: []string{"delete"}, Action: "Ignore"}}, []check{
-			{"app", "t1", evDelete, "", true}, {"app", "t1", evInsert, "", false}, {"app", "u", evDelete, "", false},
-			{"other", "t1", evDelete, "", false},
+			{"app", "t1", evDelete, "", true, ""}, {"app", "t1", evInsert, "", false, ""}, {"app", "u", evDelete, "", false, ""},
+			{"other", "t1", evDelete, "", false, ""},
 		}},
 		{"ignore all ddl of schema", []config.FilterRule{{SchemaPattern: "app", Events: []string{"all ddl"}, Action: "Ignore"}}, []check{
-			{"app", "t", evAlterTable, "ALTER TABLE t ADD c INT", true}, {"app", "t", evUpdate, "", false},
-			{"app", "", evDropDatabase, "DROP DATABASE app", true},
+			{"app", "t", evAlterTable, "ALTER TABLE t ADD c INT", true, ""}, {"app", "t", evUpdate, "", false, ""},
+			{"app", "", evDropDatabase, "DROP DATABASE app", true, ""},
 		}},
 		{"table rule does not match schema-level DDL", []config.FilterRule{{SchemaPattern: "app", TablePattern: "t", Events: []string{"all"}, Action: "Ignore"}}, []check{
-			{"app", "", evDropDatabase, "DROP DATABASE app", false}, {"app", "t", evInsert, "", true},
+			{"app", "", evDropDatabase, "DROP DATABASE app", false, ""}, {"app", "t", evInsert, "", true, ""},
 		}},
 		{"sql pattern", []config.FilterRule{{SchemaPattern: "*", SQLPattern: []string{`^DROP\s+TABLE`}, Action: "Ignore"}}, []check{
-			{"app", "t", evDropTable, "drop table t", true}, {"app", "t", evCreateTable, "CREATE TABLE t (a INT)", false},
+			{"app", "t", evDropTable, "drop table t", true, ""}, {"app", "t", evCreateTable, "CREATE TABLE t (a INT)", false, ""},
 		}},
 		{"do rule keeps only its events", []config.FilterRule{{SchemaPattern: "app", TablePattern: "*", Events: []string{"insert", "create table"}, Action: "Do"}}, []check{
-			{"app", "t", evInsert, "", false}, {"app", "t", evDelete, "", true}, {"app", "t", evCreateTable, "CREATE TABLE t (a INT)", false},
-			{"other", "t", evDelete, "", false},
+			{"app", "t", evInsert, "", false, ""}, {"app", "t", evDelete, "", true, ""}, {"app", "t", evCreateTable, "CREATE TABLE t (a INT)", false, ""},
+			{"other", "t", evDelete, "", false, ""},
+		}},
+		{"error rule names rule, schema, table and event", []config.FilterRule{
+			{Name: "no-drop", SchemaPattern: "app", Events: []string{"drop table", "drop database"}, Action: "Error"},
+			{SchemaPattern: "app", TablePattern: "t", SQLPattern: []string{"^TRUNCATE"}, Action: "Error"},
+		}, []check{
+			{"app", "t", evDropTable, "DROP TABLE t", true, "filter rule no-drop (action Error) matched event \"drop table\" on `app`.`t`"},
+			{"app", "", evDropDatabase, "DROP DATABASE app", true, "filter rule no-drop (action Error) matched event \"drop database\" on `app`"},
+			{"app", "t", evTruncateTable, "TRUNCATE TABLE t", true, "filter rule filter-rules[1] (action Error) matched event \"truncate table\" on `app`.`t`"},
+			{"app", "t", evInsert, "", false, ""}, {"other", "t", evDropTable, "DROP TABLE t", false, ""},
+		}},
+		{"an earlier ignore rule wins over an error rule", []config.FilterRule{
+			{SchemaPattern: "app", Events: []string{"delete"}, Action: "Ignore"},
+			{Name: "guard", SchemaPattern: "*", Events: []string{"all dml"}, Action: "Error"},
+		}, []check{
+			{"app", "t", evDelete, "", true, ""},
+			{"app", "t", evInsert, "", true, "filter rule guard (action Error) matched event \"insert\" on `app`.`t`"},
 		}},
 	}
 	for _, tt := range tests {
@@ -118,8 +141,12 @@ func TestEventFilter(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, c := range tt.checks {
-				if got := f.skip(c.schema, c.table, c.event, c.sql); got != c.skip {
-					t.Errorf("skip(%q, %q, %q, %q) = %v, want %v", c.schema, c.table, c.event, c.sql, got, c.skip)
+				got, err := f.skip(c.schema, c.table, c.event, c.sql)
+				if got != c.skip || (err != nil) != (c.fail != "") {
+					t.Errorf("skip(%q, %q, %q, %q) = %v, %v; want %v, error %q", c.schema, c.table, c.event, c.sql, got, err, c.skip, c.fail)
+				}
+				if err != nil && err.Error() != c.fail {
+					t.Errorf("skip(%q, %q, %q, %q) error %q, want %q", c.schema, c.table, c.event, c.sql, err, c.fail)
 				}
 			}
 		})

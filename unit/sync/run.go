@@ -463,7 +463,13 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	}
 	r.inTxn = true
 	schema, table := string(e.Table.Schema), string(e.Table.Table)
-	if !r.s.filter.tableAllowed(schema, table) || r.s.events.skip(schema, table, kind.String(), "") {
+	if !r.s.filter.tableAllowed(schema, table) {
+		return nil
+	}
+	if skip, err := r.s.events.skip(schema, table, kind.String(), ""); err != nil {
+		return errs.New(CodeFilter, false, "sync: %v at binlog %s; change the rule and resume the task",
+			err, binlog.Location{Name: r.cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
+	} else if skip {
 		return nil
 	}
 	ti, err := r.tables.get(ctx, e.Table)

@@ -104,14 +104,17 @@ func (s *Syncer) configure(cfg *config.SubTaskConfig) error {
 	if c.MetaSchema == "" {
 		return errs.New(CodeConfig, false, "sync: subtask %q has no meta-schema for its checkpoints", c.Name)
 	}
-	events, err := newEventFilter(c.FilterRules, c.CaseSensitive)
+	// As in DM, names compare case-sensitively when the subtask or its
+	// source says so, and the source's filters apply after the subtask's.
+	caseSensitive := c.CaseSensitive || s.src.CaseSensitive
+	events, err := newEventFilter(config.WithSourceFilters(c.FilterRules, s.src.Filters, caseSensitive), caseSensitive)
 	if err != nil {
 		return errs.New(CodeConfig, false, "sync: subtask %q: %w", c.Name, err)
 	}
 	s.cfg = &c
-	s.filter = newTableFilter(c.BAList, c.CaseSensitive)
+	s.filter = newTableFilter(c.BAList, caseSensitive)
 	s.events = events
-	s.router = newRouter(c.RouteRules, c.CaseSensitive)
+	s.router = newRouter(c.RouteRules, caseSensitive)
 	return nil
 }
 
