@@ -227,7 +227,11 @@ func showBinaryLogs(ctx context.Context, db *sql.DB) ([]binlogFile, error) {
 func masterEnd(ctx context.Context, db *sql.DB) (mysql.Position, error) {
 	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
 	if err != nil {
-		return mysql.Position{}, fmt.Errorf("SHOW MASTER STATUS: %w", err)
+		// MySQL 8.4 renamed it.
+		var err2 error
+		if rows, err2 = db.QueryContext(ctx, "SHOW BINARY LOG STATUS"); err2 != nil {
+			return mysql.Position{}, fmt.Errorf("SHOW MASTER STATUS: %w (the source user needs REPLICATION CLIENT)", err)
+		}
 	}
 	cols, err := rows.Columns()
 	if err != nil {
