@@ -161,9 +161,14 @@ type fieldRule struct {
 // is any other failure (syntax, a value of the wrong type), after which c
 // is not usable.
 func decodeInto(what string, data []byte, c any, mode DecodeMode) (notes DecodeNotes, fields *DecodeError, err error) {
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return notes, nil, fmt.Errorf("config: decode %s: %w", what, err)
+	// JSON is read as JSON (YAML's reading of JSON differs in corners such
+	// as escapes); anything else as YAML, duplicate keys refused.
+	js := data
+	if !json.Valid(data) {
+		var err error
+		if js, err = yaml.YAMLToJSONStrict(data); err != nil {
+			return notes, nil, fmt.Errorf("config: decode %s: %w", what, err)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()

@@ -151,3 +151,17 @@ func TestWithSourceFilters(t *testing.T) {
 		t.Error("WithSourceFilters modified its input")
 	}
 }
+
+// TestDecodeJSONCorners: JSON values (what etcd holds) are read as JSON.
+func TestDecodeJSONCorners(t *testing.T) {
+	c, err := DecodeSourceConfig([]byte(`{"source-id":"s\/1\u0031","from":{"host":"h\tx"},"server-id":4294967295}`), Lenient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SourceID != "s/11" || c.From.Host != "h\tx" || c.ServerID != 4294967295 {
+		t.Errorf("decoded %+v", c)
+	}
+	if _, err := ParseSourceConfig([]byte("source-id: a\nsource-id: b\n")); err == nil {
+		t.Error("duplicate YAML keys accepted")
+	}
+}
