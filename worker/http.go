@@ -307,8 +307,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("request body: %v", err)})
 		return false
 	}
-	if dec.More() {
-		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, "request body: more than one JSON value"})
+	// dec.More would let a stray ']' or '}' after the value through.
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, "request body: text after the JSON value (one JSON object per request)"})
 		return false
 	}
 	return true
