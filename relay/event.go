@@ -90,7 +90,11 @@ func parseRotate(raw []byte) (name string, pos uint64, err error) {
 // checksums.
 func fdeChecksum(raw []byte) (bool, error) {
 	var fde replication.FormatDescriptionEvent
-	if err := fde.Decode(raw[headerSize:]); err != nil {
+	const minBody = 2 + 50 + 4 + 1 // binlog version, server version, create time, header length
+	if len(raw)-headerSize < minBody {
+		return false, fmt.Errorf("relay: format description event of %d bytes is too short", len(raw))
+	}
+	if err := decodeGuarded(func() error { return fde.Decode(raw[headerSize:]) }); err != nil {
 		return false, fmt.Errorf("relay: decode format description event: %w", err)
 	}
 	return fde.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32, nil
@@ -208,8 +212,12 @@ func gtidListOf(h eventHeader, raw []byte, checksum bool) (s *gtidSet, ok bool, 
 	b := body(raw, checksum)
 	switch h.Type {
 	case replication.MARIADB_GTID_LIST_EVENT:
+		// go-mysql allocates the count the event gives before reading it.
+		if len(b) < 4 || uint64(len(b)-4) < uint64(binary.LittleEndian.Uint32(b)&(1<<28-1))*16 {
+			return nil, false, fmt.Errorf("relay: Gtid_list event of %d bytes is shorter than its count says", len(raw))
+		}
 		var e replication.MariadbGTIDListEvent
-		if err := e.Decode(b); err != nil {
+		if err := decodeGuarded(func() error { return e.Decode(b) }); err != nil {
 			return nil, false, fmt.Errorf("relay: decode Gtid_list event: %w", err)
 		}
 		s := newGTIDSet(true)
@@ -218,8 +226,20 @@ func gtidListOf(h eventHeader, raw []byte, checksum bool) (s *gtidSet, ok bool, 
 		}
 		return s, true, nil
 	case replication.PREVIOUS_GTIDS_EVENT:
+		if len(b) < 8 {
+			return nil, false, fmt.Errorf("relay: Previous_gtids event of %d bytes is too short", len(raw))
+		}
+		// go-mysql allocates the count the event gives before reading it; a
+		// set takes at least 24 bytes (uuid, interval count).
+		count := binary.LittleEndian.Uint64(b)
+		if b[7] == 1 { // tagged format: the count is in bytes 1..6
+			count = binary.LittleEndian.Uint64(append(append([]byte{}, b[1:7]...), 0, 0))
+		}
+		if count > uint64(len(b)-8)/24 {
+			return nil, false, fmt.Errorf("relay: Previous_gtids event of %d bytes is shorter than its count says", len(raw))
+		}
 		var e replication.PreviousGTIDsEvent
-		if err := e.Decode(b); err != nil {
+		if err := decodeGuarded(func() error { return e.Decode(b) }); err != nil {
 			return nil, false, fmt.Errorf("relay: decode Previous_gtids event: %w", err)
 		}
 		s, err := parseGTIDSet(false, e.GTIDSets)
@@ -231,8 +251,25 @@ func gtidListOf(h eventHeader, raw []byte, checksum bool) (s *gtidSet, ok bool, 
 	return nil, false, nil
 }
 
+// decodeGuarded runs a go-mysql Decode on bytes read from a relay file,
+// which may be damaged: go-mysql indexes them without bounds checks, so a
+// panic there becomes an error here.
+func decodeGuarded(decode func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed event: %v", r)
+		}
+	}()
+	return decode()
+}
+
 // errPartial is returned by readEvent when the file ends inside an event.
 var errPartial = errors.New("relay: file ends inside an event")
+
+// errBadHeader is returned by readEvent when an event header cannot be
+// right (a size below the header's own): in a relay file's tail, a torn
+// write (often zero-filled after a crash).
+var errBadHeader = errors.New("relay: bad event header")
 
 // readEvent reads one whole event from r into buf (reused). It returns
 // io.EOF at a clean end and errPartial when the file ends inside the event.
@@ -250,7 +287,7 @@ func readEvent(r io.Reader, buf *bytes.Buffer) (eventHeader, []byte, error) {
 	}
 	h := parseHeader(buf.Bytes())
 	if h.Size < headerSize {
-		return h, nil, fmt.Errorf("relay: event header says size %d, below the header size", h.Size)
+		return h, nil, fmt.Errorf("%w: size %d is below the header size", errBadHeader, h.Size)
 	}
 	if _, err := io.CopyN(buf, r, int64(h.Size-headerSize)); err != nil {
 		if errors.Is(err, io.EOF) {

@@ -66,8 +66,10 @@ func scanFile(path string) (fileScan, error) {
 	for {
 		h, raw, err := readEvent(br, &buf)
 		if err != nil {
-			// io.EOF, a partial event or a read error: the file is good up to s.end.
-			if errors.Is(err, io.EOF) || errors.Is(err, errPartial) {
+			// io.EOF, a partial event or a header that cannot be right (a
+			// torn, often zero-filled, tail): the file is good up to s.end.
+			// Any other error is a read error.
+			if errors.Is(err, io.EOF) || errors.Is(err, errPartial) || errors.Is(err, errBadHeader) {
 				return s, nil
 			}
 			return s, fmt.Errorf("relay: read %s at %d: %w", path, off, err)
@@ -75,9 +77,11 @@ func scanFile(path string) (fileScan, error) {
 		if s.checksum && !validCRC(raw) {
 			return s, nil // a torn write: stop at the last good group
 		}
-		if start := int64(h.LogPos) - int64(h.Size); !s.deltaKnown {
-			s.delta, s.deltaKnown = start-off, true
-		} else if start != off+s.delta {
+		if foreignFlavor(h.Type, s.mariadb) {
+			return s, nil // an event the file's server does not write: damage
+		}
+		start := int64(h.LogPos) - int64(h.Size)
+		if s.deltaKnown && start != off+s.delta {
 			return s, nil // not the event that belongs here: a torn or stray tail
 		}
 		if s.startSet == nil && !tr.inGroup {
@@ -89,6 +93,11 @@ func scanFile(path string) (fileScan, error) {
 				s.startSet = set
 			}
 		}
+		// The first good event after the format description fixes the
+		// offset of the file in the source's binlog.
+		if !s.deltaKnown {
+			s.delta, s.deltaKnown = start-off, true
+		}
 		off += int64(h.Size)
 		boundary, done := tr.step(h, raw)
 		if boundary {
@@ -98,6 +107,19 @@ func scanFile(path string) (fileScan, error) {
 			}
 		}
 	}
+}
+
+// foreignFlavor reports whether t is a GTID event of the other flavor than
+// the file's (its format description's server version): MariaDB writes
+// neither GTID nor Previous_gtids events, MySQL neither of MariaDB's.
+func foreignFlavor(t replication.EventType, mariadb bool) bool {
+	switch t {
+	case replication.MARIADB_GTID_EVENT, replication.MARIADB_GTID_LIST_EVENT:
+		return !mariadb
+	case replication.GTID_EVENT, replication.PREVIOUS_GTIDS_EVENT:
+		return mariadb
+	}
+	return false
 }
 
 // serverVersion returns the server version string of a format description
