@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDmctlEverydayCommands runs DM's everyday commands against a real
+// worker with relay on: a DDL the target rejects stops the sync unit until
+// `dmctl task handle-error TASK skip`, after which rows replicate again;
+// `dmctl relay purge --inactive` removes the relay files nobody reads any
+// more; `dmctl task config` shows what etcd holds.
+func TestDmctlEverydayCommands(t *testing.T) {
+	r := startReplication(t, true)
+
+	// The column exists on the target already: the target rejects the DDL.
+	r.tgt.Exec(t, "ALTER TABLE crash.accounts ADD COLUMN extra INT NULL")
+	r.src.Exec(t, "ALTER TABLE crash.accounts ADD COLUMN extra INT NULL")
+	waitFor(t, 30*time.Second, "the subtask stops on the rejected DDL", func() bool {
+		d, err := r.subtask()
+		return err == nil && d.Stage == "Paused" && len(d.Errors) > 0 && d.Errors[0].Code == "sync-ddl"
+	})
+	out := r.c.ok("task", "handle-error", replTask, "skip").stdout
+	if !strings.Contains(out, "skip recorded; subtask resumed") {
+		t.Errorf("handle-error output:\n%s", out)
+	}
+	r.src.Exec(t, "INSERT INTO crash.accounts (id, owner, balance, flags, kind, touched, extra) VALUES (424242, 'after-skip', 1, 0, 'basic', NOW(6), 7)")
+	waitFor(t, 30*time.Second, "the row written after the skipped DDL reaches the target", func() bool {
+		var n int
+		err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM crash.accounts WHERE id = 424242 AND extra = 7").Scan(&n)
+		return err == nil && n == 1
+	})
+	if d, err := r.subtask(); err != nil || !d.syncing() {
+		t.Errorf("subtask after handle-error: %v (%v), want syncing", d, err)
+	}
+	// Nothing is stuck any more.
+	res := r.c.run("task", "handle-error", replTask, "skip")
+	if res.code != 1 || !strings.Contains(res.stdout, "no failed DDL to skip") {
+		t.Errorf("handle-error with nothing stuck: exit %d\nstdout %s\nstderr %s", res.code, res.stdout, res.stderr)
+	}
+
+	// Rotate the source's binlog a few times; relay follows, the subtask
+	// reads the newest file, so the older relay files are inactive.
+	for i := 0; i < 3; i++ {
+		r.src.Exec(t, "FLUSH BINARY LOGS")
+		r.src.Exec(t, "INSERT INTO crash.accounts (id, owner, balance, flags, kind, touched) VALUES (?, 'rot', 1, 0, 'basic', NOW(6))", 500000+i)
+	}
+	file, _, _ := r.src.MasterStatus(t)
+	waitFor(t, 30*time.Second, "the subtask reads the source's newest binlog file "+file, func() bool {
+		d, err := r.subtask()
+		return err == nil && strings.HasPrefix(d.Progress.Checkpoint, file+":")
+	})
+	var purge struct {
+		Source string   `json:"source"`
+		Worker string   `json:"worker"`
+		Purged []string `json:"purged"`
+	}
+	r.c.json(&purge, "relay", "purge", replSource, "--inactive")
+	if purge.Source != replSource || purge.Worker != replWorker || len(purge.Purged) == 0 {
+		t.Errorf("relay purge --inactive = %+v, want some files purged", purge)
+	}
+	for _, f := range purge.Purged {
+		if f >= file {
+			t.Errorf("relay purge removed %s, not older than the file in use %s", f, file)
+		}
+	}
+
+	cfg := r.c.ok("task", "config", replTask).stdout
+	for _, want := range []string{"# task " + replTask + ", source " + replSource, "task-mode: incremental", "do-dbs:\n  - crash"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("task config lacks %q:\n%s", want, cfg)
+		}
+	}
+}
