@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +14,10 @@ import (
 
 // startTLSReplication is startReplication with a source and a target that
 // accept only TLS (require_secure_transport=ON); the source and the task
-// file carry security blocks with targetCA as the target's ssl-ca. With
+// file carry security blocks with sourceCA and targetCA as ssl-ca. With
 // wantSync the tables are created on the source and the test waits until
 // they exist on the target.
-func startTLSReplication(t *testing.T, relay bool, targetCA func(tlstest.Files) string, wantSync bool) (*replication, tlstest.Files) {
+func startTLSReplication(t *testing.T, relay bool, sourceCA, targetCA func(tlstest.Files) string, wantSync bool) (*replication, tlstest.Files) {
 	t.Helper()
 	files := tlstest.Generate(t, tlstest.Options{})
 	serverTLS := &mariadbtest.TLS{CA: files.CA, Cert: files.ServerCert, Key: files.ServerKey, Require: true}
@@ -42,7 +44,7 @@ from:
   password: ""
   security: {ssl-ca: %q, cert-allowed-cn: [%s]}
 checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-`, replSource, relay, r.src.Port(), files.CA, tlstest.ServerCN)), "--worker", replWorker)
+`, replSource, relay, r.src.Port(), sourceCA(files), tlstest.ServerCN)), "--worker", replWorker)
 	r.c.ok("task", "start", writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
 task-mode: incremental
 target-database:
@@ -78,13 +80,16 @@ syncers:
 	return r, files
 }
 
+func rightCA(f tlstest.Files) string { return f.CA }
+func otherCA(f tlstest.Files) string { return f.OtherCA }
+
 // TestTLSSourceAndTarget replicates from a TLS-only source to a TLS-only
 // target, with the relay and without it (the sync unit then dumps binlog
 // from the source itself), and ends with target == source.
 func TestTLSSourceAndTarget(t *testing.T) {
 	for _, relay := range []bool{true, false} {
 		t.Run(fmt.Sprintf("relay=%t", relay), func(t *testing.T) {
-			r, _ := startTLSReplication(t, relay, func(f tlstest.Files) string { return f.CA }, true)
+			r, _ := startTLSReplication(t, relay, rightCA, rightCA, true)
 			wl := startWorkload(t, r.srcDB, 2)
 			waitFor(t, 60*time.Second, "the workload commits 400 transactions", func() bool { return wl.commits.Load() >= 400 })
 			if err := wl.stop(); err != nil {
@@ -111,7 +116,7 @@ func TestTLSSourceAndTarget(t *testing.T) {
 // naming that file, stays paused (the auto-resume checker does not retry
 // it), and writes nothing to the target.
 func TestTLSWrongTargetCA(t *testing.T) {
-	r, files := startTLSReplication(t, false, func(f tlstest.Files) string { return f.OtherCA }, false)
+	r, files := startTLSReplication(t, false, rightCA, otherCA, false)
 	r.src.Exec(t, "INSERT INTO crash.accounts VALUES (1, 'a', 1, NULL, 0, 'basic', NULL, NOW(6), NULL, NULL)")
 
 	var failed subtaskDoc
@@ -153,4 +158,43 @@ func TestTLSWrongTargetCA(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("the target has %d of the schemas dm_meta and %s; nothing may be written through a connection whose server was not verified", n, crashDB)
 	}
+}
+
+// TestTLSWrongSourceCAStopsRelay: a source whose from.security.ssl-ca is
+// not the CA of the source's certificate pauses the relay with a
+// non-resumable db-tls error naming the file; the relay does not retry.
+func TestTLSWrongSourceCAStopsRelay(t *testing.T) {
+	r, files := startTLSReplication(t, true, otherCA, rightCA, false)
+	var msg string
+	waitFor(t, 30*time.Second, "the relay pauses with a TLS error", func() bool {
+		var doc struct {
+			Relay struct {
+				Stage  string `json:"stage"`
+				Errors []struct {
+					Code      string `json:"code"`
+					Message   string `json:"message"`
+					Resumable bool   `json:"resumable"`
+				} `json:"errors"`
+			} `json:"relay"`
+		}
+		res, err := httpDo(http.MethodGet, r.w.url("/api/v1/status"), "")
+		if err != nil || res.code != http.StatusOK || json.Unmarshal([]byte(res.body), &doc) != nil {
+			return false
+		}
+		if doc.Relay.Stage != "Paused" || len(doc.Relay.Errors) == 0 {
+			return false
+		}
+		e := doc.Relay.Errors[0]
+		if e.Resumable {
+			t.Fatalf("relay error is resumable: %+v", e)
+		}
+		msg = e.Message
+		return true
+	})
+	for _, want := range []string{files.OtherCA, "from.security.ssl-ca", `source "` + replSource + `"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("relay error does not name %q: %s", want, msg)
+		}
+	}
+	t.Logf("relay error: %s", msg)
 }
