@@ -60,9 +60,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"expression-filters": {action: refuseIf, refuse: nonEmpty,
 			why: "expression filters (row filtering by SQL expression) are not supported by this worker; remove expression-filters"},
 	},
-	reflect.TypeFor[DBConfig](): {
-		"charset": ignored,
-	},
 	reflect.TypeFor[Security](): {
 		"ssl-ca-bytes":    inlineCert,
 		"ssl-key-bytes":   inlineCert,
