@@ -73,7 +73,7 @@ func addSubdir(root string, existing []subdir, uuid string) (subdir, error) {
 		next = existing[len(existing)-1].Suffix + 1
 	}
 	sd := subdir{Name: subdirName(uuid, next), UUID: uuid, Suffix: next}
-	if err := os.MkdirAll(filepath.Join(root, sd.Name), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(root, sd.Name), dirMode); err != nil {
 		return subdir{}, fmt.Errorf("relay: create subdirectory: %w", err)
 	}
 	if err := syncDir(root); err != nil {

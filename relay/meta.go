@@ -49,9 +49,14 @@ func writeMeta(dir string, m Meta) error {
 // fsyncs of the file and of its directory.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, metaMode)
 	if err != nil {
 		return fmt.Errorf("relay: write %s: %w", path, err)
+	}
+	// A temp file left by a crash keeps its old mode through O_TRUNC.
+	if err := f.Chmod(metaMode); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("relay: chmod %s: %w", tmp, err)
 	}
 	if _, err := f.Write(data); err != nil {
 		_ = f.Close()

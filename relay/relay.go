@@ -125,7 +125,7 @@ func New(cfg Config) (*Relay, error) {
 	if cfg.Source == nil {
 		return nil, errors.New("relay: no source config")
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.Dir, dirMode); err != nil {
 		return nil, fmt.Errorf("relay: create relay directory: %w", err)
 	}
 	rec, err := recoverDir(cfg.Dir, cfg.Source.Flavor != config.FlavorMySQL)

@@ -352,7 +352,7 @@ func (w *writer) handle(ev *replication.BinlogEvent) error {
 // description event.
 func (w *writer) createFile(name string, fde []byte) error {
 	path := filepath.Join(w.dir(), name)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, binlogMode)
 	if err != nil {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: create %s: %w", w.r.source, path, err)
 	}

@@ -33,6 +33,7 @@ func TestRelayMatchesSource(t *testing.T) {
 	}
 	sameEvents(t, got, want)
 	checkMariadbBinlog(t, dir)
+	checkModes(t, dir)
 
 	m, ok, err := readMeta(filepath.Join(dir, subs[0].Name))
 	if err != nil || !ok {
