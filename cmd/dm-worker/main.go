@@ -5,9 +5,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +25,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/etcdutil"
 	dmlog "github.com/dmworker/dm-worker/pkg/log"
+	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/version"
 	"github.com/dmworker/dm-worker/relay"
 	syncer "github.com/dmworker/dm-worker/unit/sync"
@@ -73,7 +76,31 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	logger = logger.With(zap.String("worker", cfg.Name))
 	logger.Info("dm-worker starting", zap.String("version", version.Version),
 		zap.Strings("etcd-endpoints", cfg.EtcdEndpoints), zap.String("etcd-prefix", cfg.EtcdPrefix),
-		zap.String("status-addr", cfg.StatusAddr), zap.Bool("embed-etcd", cfg.EmbedEtcd))
+		zap.String("status-addr", cfg.StatusAddr), zap.Bool("embed-etcd", cfg.EmbedEtcd),
+		zap.String("etcd-username", cfg.EtcdUsername), zap.String("secret-key-path", cfg.SecretKeyPath),
+		zap.Bool("status-tls", cfg.StatusTLSCert != ""), zap.Bool("status-tls-client-ca", cfg.StatusTLSClientCA != ""))
+
+	// Local files first: a key file others can read, or a bad certificate,
+	// stops the worker before it touches the network.
+	var key *secret.Key
+	if cfg.SecretKeyPath != "" {
+		k, err := secret.LoadKeyFile(cfg.SecretKeyPath)
+		if err != nil {
+			return fmt.Errorf("--secret-key-path: %w", err)
+		}
+		key = k
+	}
+	var tlsCfg *tls.Config
+	if cfg.StatusTLSCert != "" {
+		c, err := worker.StatusTLSConfig(cfg.StatusTLSCert, cfg.StatusTLSKey, cfg.StatusTLSClientCA)
+		if err != nil {
+			return err
+		}
+		tlsCfg = c
+	}
+	if err := makeDataDirs(cfg); err != nil {
+		return err
+	}
 
 	// Listen first: a taken address is reported at once, before etcd.
 	ln, err := net.Listen("tcp", cfg.StatusAddr)
@@ -91,7 +118,8 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		logger.Info("embedded etcd ready", zap.String("client-url", cfg.EtcdEndpoints[0]))
 	}
 	cli, err := etcdutil.Connect(ctx, etcdutil.Options{
-		Endpoints: cfg.EtcdEndpoints, CACert: cfg.EtcdCACert, Cert: cfg.EtcdCert, Key: cfg.EtcdKey, Logger: logger,
+		Endpoints: cfg.EtcdEndpoints, CACert: cfg.EtcdCACert, Cert: cfg.EtcdCert, Key: cfg.EtcdKey,
+		Username: cfg.EtcdUsername, Password: cfg.EtcdPassword, Prefix: cfg.EtcdPrefix, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -118,16 +146,24 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
 		NewFactory:   worker.NewUnitFactory(syncMetrics),
 		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: relayMetrics}),
+		SecretKey:    key,
 		Metrics:      metrics, Logger: logger,
 	})
 
 	httpSrv := &http.Server{
-		Handler:           worker.Logged(srv.Handler(reg), logger),
+		Handler:           worker.Logged(worker.Guard(srv.Handler(reg), logger), logger),
 		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         tlsCfg,
+		// TLS handshake failures and the like go to the worker's log.
+		ErrorLog: mustStdLog(logger.Named("http")),
 	}
 	httpErr := make(chan error, 1)
-	go func() { httpErr <- httpSrv.Serve(ln) }()
-	logger.Info("serving HTTP API", zap.String("addr", ln.Addr().String()))
+	if tlsCfg != nil {
+		go func() { httpErr <- httpSrv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { httpErr <- httpSrv.Serve(ln) }()
+	}
+	logger.Info("serving HTTP API", zap.String("addr", ln.Addr().String()), zap.Bool("https", tlsCfg != nil))
 
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
@@ -149,4 +185,30 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		logger.Warn("HTTP shutdown", zap.Error(err))
 	}
 	return result
+}
+
+// dataDirMode is the mode data-dir and relay-dir are created with
+// (DESIGN.md §4a): the worker's user and its group only.
+const dataDirMode = 0o750
+
+// makeDataDirs creates data-dir and relay-dir (0750) when they do not exist;
+// existing directories keep their modes.
+func makeDataDirs(cfg *config.WorkerConfig) error {
+	for _, d := range []struct{ flag, path string }{{"data-dir", cfg.DataDir}, {"relay-dir", cfg.RelayDir}} {
+		if err := os.MkdirAll(d.path, dataDirMode); err != nil {
+			return fmt.Errorf("create --%s %s: %w", d.flag, d.path, err)
+		}
+	}
+	return nil
+}
+
+// mustStdLog is a standard logger writing to logger at warn level, for
+// net/http's own messages (TLS handshake failures and the like).
+func mustStdLog(logger *zap.Logger) *log.Logger {
+	l, err := zap.NewStdLogAt(logger, zap.WarnLevel)
+	if err != nil {
+		// Only an invalid level makes NewStdLogAt fail.
+		return zap.NewStdLog(logger)
+	}
+	return l
 }
