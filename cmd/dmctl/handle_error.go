@@ -98,7 +98,7 @@ func taskHandleError(ctx context.Context, e *env, cmd *command, args []string) e
 	if err != nil {
 		return err
 	}
-	targets, err := handleErrorTargets(ctx, st, c, task, sources, only, *pos != "")
+	targets, err := e.handleErrorTargets(ctx, st, c, task, sources, only, *pos != "")
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func taskHandleError(ctx context.Context, e *env, cmd *command, args []string) e
 // in DM, every source whose subtask is paused with an error. A binlog
 // position belongs to one source, so with several sources it needs
 // --source.
-func handleErrorTargets(ctx context.Context, st *ha.Store, c *cluster, task string, sources []string, only string, withPos bool) ([]string, error) {
+func (e *env) handleErrorTargets(ctx context.Context, st *ha.Store, c *cluster, task string, sources []string, only string, withPos bool) ([]string, error) {
 	if only != "" {
 		if !slices.Contains(sources, only) {
 			return nil, fmt.Errorf("task %s has no subtask on source %s (its sources: %s)", task, only, strings.Join(sources, ", "))
@@ -147,7 +147,7 @@ func handleErrorTargets(ctx context.Context, st *ha.Store, c *cluster, task stri
 	}
 	var stuck []string
 	for _, s := range sources {
-		ok, err := pausedWithError(ctx, st, c, task, s)
+		ok, err := e.pausedWithError(ctx, st, c, task, s)
 		if err != nil {
 			return nil, err
 		}
@@ -165,12 +165,12 @@ func handleErrorTargets(ctx context.Context, st *ha.Store, c *cluster, task stri
 // pausedWithError reports whether the worker bound to source reports the
 // subtask of task as Paused with errors (live status first, else the copy
 // in P/status).
-func pausedWithError(ctx context.Context, st *ha.Store, c *cluster, task, source string) (bool, error) {
+func (e *env) pausedWithError(ctx context.Context, st *ha.Store, c *cluster, task, source string) (bool, error) {
 	ws := c.boundWorkers(source)
 	if len(ws) == 0 {
 		return false, nil
 	}
-	status, err := liveStatus(ctx, c.infos[ws[0]].Addr)
+	status, err := e.liveStatus(ctx, c.infos[ws[0]].Addr)
 	if err != nil {
 		raw, found, err := getStatus(ctx, st, ws[0])
 		if err != nil || !found {

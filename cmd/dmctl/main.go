@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,6 +53,14 @@ type globalOptions struct {
 	output    string
 	timeout   time.Duration
 	version   bool
+	// etcdUser and etcdPassword log in to etcd with auth enabled.
+	etcdUser, etcdPassword string
+	// secretKeyPath is the key file of `encrypt` and of password decryption.
+	secretKeyPath string
+	// statusCA, statusCert and statusKey: talk HTTPS to workers started with
+	// --status-tls-cert (statusCA verifies them; statusCert/statusKey are
+	// the client certificate for workers with --status-tls-client-ca).
+	statusCA, statusCert, statusKey string
 }
 
 // env is what a command runs with: the global options, the output streams
@@ -63,6 +72,9 @@ type env struct {
 
 	cli *clientv3.Client
 	st  *ha.Store
+	// http is the client for workers' HTTPS APIs (nil: plain HTTP), built
+	// from the --status-tls-* flags before the command runs.
+	http *http.Client
 }
 
 // store connects to etcd on first use and returns the typed store.
@@ -81,6 +93,9 @@ func (e *env) store(ctx context.Context) (*ha.Store, error) {
 		CACert:      e.opts.caCert,
 		Cert:        e.opts.cert,
 		Key:         e.opts.key,
+		Username:    e.opts.etcdUser,
+		Password:    e.opts.etcdPassword,
+		Prefix:      e.opts.prefix,
 		DialTimeout: e.opts.timeout,
 	})
 	if err != nil {
@@ -126,6 +141,7 @@ func commands() []command {
 	all = append(all, taskCommands()...)
 	all = append(all, validationCommands()...)
 	all = append(all, streamCommands()...)
+	all = append(all, secretCommands()...)
 	return all
 }
 
@@ -154,6 +170,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&e.opts.caCert, "etcd-cacert", "", "PEM file of the CA that signed etcd's certificate")
 	fs.StringVar(&e.opts.cert, "etcd-cert", "", "PEM client certificate for etcd")
 	fs.StringVar(&e.opts.key, "etcd-key", "", "PEM client key for etcd")
+	fs.StringVar(&e.opts.etcdUser, "etcd-username", "", "etcd user (etcd auth); its role needs readwrite on the etcd-prefix")
+	fs.StringVar(&e.opts.etcdPassword, "etcd-password", "", "password of --etcd-username")
+	fs.StringVar(&e.opts.secretKeyPath, "secret-key-path", "", "AES-256 key file (64 hex characters, mode 0600) for `encrypt` and encrypted passwords")
+	fs.StringVar(&e.opts.statusCA, "status-tls-ca", "", "PEM CA that signed the workers' HTTPS certificates; talk HTTPS to workers")
+	fs.StringVar(&e.opts.statusCert, "status-tls-cert", "", "PEM client certificate for workers started with --status-tls-client-ca (implies HTTPS)")
+	fs.StringVar(&e.opts.statusKey, "status-tls-key", "", "PEM key of --status-tls-cert")
 	fs.StringVar(&e.opts.output, "output", outputText, "output format: text or json")
 	fs.DurationVar(&e.opts.timeout, "timeout", 10*time.Second, "time limit for the whole command")
 	fs.BoolVar(&e.opts.version, "version", false, "print the version and exit")
@@ -174,6 +196,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if problem := e.opts.check(); problem != "" {
 		fmt.Fprintf(stderr, "dmctl: %s\n", problem)
+		return 1
+	}
+	if e.http, err = workerHTTPSClient(e.opts); err != nil {
+		fmt.Fprintf(stderr, "dmctl: %v\n", err)
 		return 1
 	}
 	rest := fs.Args()
@@ -233,6 +259,10 @@ func (o *globalOptions) check() string {
 		return "--etcd-endpoints is empty: give at least one etcd client URL"
 	case !strings.HasPrefix(o.prefix, "/") || strings.HasSuffix(o.prefix, "/") && o.prefix != "/":
 		return fmt.Sprintf("--etcd-prefix %q: must start with '/' and not end with '/' (e.g. /dm)", o.prefix)
+	case (o.etcdUser == "") != (o.etcdPassword == ""):
+		return "--etcd-username and --etcd-password go together: give both or neither"
+	case (o.statusCert == "") != (o.statusKey == ""):
+		return "--status-tls-cert and --status-tls-key go together: give both or neither"
 	}
 	return ""
 }

@@ -106,7 +106,7 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 			sts.Expect = string(item.Stage.Expect)
 		}
 		sts.Worker = statusWorker(c.boundWorkers(s), s, statuses)
-		if live, err := liveStatus(ctx, c.infos[sts.Worker].Addr); err == nil {
+		if live, err := e.liveStatus(ctx, c.infos[sts.Worker].Addr); err == nil {
 			statuses[sts.Worker] = live
 			delete(bad, sts.Worker)
 		}
@@ -132,17 +132,18 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 // which is fresher than the copy it publishes in etcd every few seconds.
 // Any failure (no address, worker down) returns an error and the caller
 // keeps the etcd copy.
-func liveStatus(ctx context.Context, addr string) (*workerStatus, error) {
+func (e *env) liveStatus(ctx context.Context, addr string) (*workerStatus, error) {
 	if addr == "" {
 		return nil, errors.New("worker has no status address")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/api/v1/status", nil)
+	client, scheme := e.workerHTTP()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/api/v1/status", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -64,7 +64,10 @@ func (c *cluster) sourceWorker(source string) (worker, addr string, err error) {
 // every request dmctl sends to a worker goes through here (and through
 // liveStatus for GET /api/v1/status).
 func (e *env) workerHTTP() (*http.Client, string) {
-	return http.DefaultClient, "http"
+	if e.http == nil {
+		return http.DefaultClient, "http"
+	}
+	return e.http, "https"
 }
 
 // postWorker sends body as JSON to path on the worker's HTTP API and
