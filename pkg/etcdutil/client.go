@@ -28,7 +28,7 @@ type Options struct {
 	// Prefix+"/", which a role limited to the prefix may read. Empty probes "/".
 	Prefix      string
 	DialTimeout time.Duration
-	Logger            *zap.Logger
+	Logger      *zap.Logger
 }
 
 // Connect builds a client and checks that the cluster answers within the
