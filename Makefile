@@ -26,7 +26,7 @@ INTEGRATION_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 15m
 UNIT_TIMEOUT ?= 10m
 
-.PHONY: build run test test-unit test-integration test-failpoint vet deps bench failpoint-enable failpoint-disable clean
+.PHONY: build run test test-unit test-integration test-failpoint vet deps bench fuzz failpoint-enable failpoint-disable clean
 
 ## demo: throwaway MariaDB source + target, a worker with embedded etcd, a source and an
 ## incremental task created with dmctl, a workload, status, and a check that the target equals
@@ -98,6 +98,34 @@ test-failpoint:
 	$(FAILPOINT_CTL) enable $(FAILPOINT_PKGS); \
 	echo "go test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(FAILPOINT_TEST_RUN)'" $$pkgs; \
 	$(GO) test -tags failpoint -race -count=1 -timeout $(INTEGRATION_TIMEOUT) -run '$(FAILPOINT_TEST_RUN)' $$pkgs
+
+## fuzz: every fuzz target of the tree (each `func FuzzXxx(f *testing.F)` in a *_test.go file, found
+## anew on every run), one after the other, FUZZTIME each (default 60s; FUZZ_FLAGS adds go test
+## flags such as -parallel=1). A failing input is saved under the package's testdata/fuzz/FuzzXxx/
+## (commit it: it then runs in every `go test` as a regression seed); the run goes on with the next
+## target and fails at the end, naming every target that found something. Seed corpora (f.Add and
+## testdata/fuzz) already run in `make test`, as part of go test.
+FUZZTIME ?= 60s
+FUZZ_FLAGS ?=
+fuzz:
+	@targets=$$(grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . | \
+		sed -E 's|^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*).*|\1 \2|' | sort -u); \
+	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets"; exit 0; fi; \
+	echo "fuzz: $$(echo "$$targets" | wc -l) targets, $(FUZZTIME) each"; \
+	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; failed=""; summary=""; \
+	while read -r dir name; do \
+		echo "== $$name ($$dir)"; \
+		if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) "$$dir" >"$$log" 2>&1; then \
+			result=ok; { grep -E '^fuzz: elapsed' "$$log" || true; } | tail -n 1; \
+		else \
+			result=FAILED; failed="$$failed $$name($$dir)"; cat "$$log"; \
+		fi; \
+		execs=$$({ grep -oE 'execs: [0-9]+' "$$log" || true; } | tail -n 1 | cut -d' ' -f2); \
+		summary="$$summary$$(printf '%-28s %-12s %-7s %s execs' "$$name" "$$dir" "$$result" "$${execs:-?}")\n"; \
+	done <<<"$$targets"; \
+	echo "fuzz summary ($(FUZZTIME) per target):"; printf "$$summary"; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (failing inputs are under each package's testdata/fuzz/)"; exit 1; fi; \
+	echo "fuzz: no findings"
 
 ## vet: go vet ./...
 vet:
