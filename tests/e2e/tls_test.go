@@ -198,3 +198,40 @@ func TestTLSWrongSourceCAStopsRelay(t *testing.T) {
 	}
 	t.Logf("relay error: %s", msg)
 }
+
+// TestTLSWrongSourceCAWithoutRelay: with relay off the sync unit dumps the
+// binlog itself; a wrong from.security.ssl-ca pauses the subtask with a
+// non-resumable error naming the file, and the checker leaves it paused.
+func TestTLSWrongSourceCAWithoutRelay(t *testing.T) {
+	r, files := startTLSReplication(t, false, otherCA, rightCA, false)
+	var failed subtaskDoc
+	waitFor(t, 30*time.Second, "the subtask pauses with a TLS error", func() bool {
+		d, err := r.subtask()
+		if err != nil || d.Stage != "Paused" || len(d.Errors) == 0 {
+			return false
+		}
+		failed = d
+		return true
+	})
+	e := failed.Errors[0]
+	if e.Resumable || e.Code != "db-tls" {
+		t.Errorf("error: code %q resumable %v, want db-tls, not resumable: %s", e.Code, e.Resumable, e.Message)
+	}
+	for _, want := range []string{files.OtherCA, "from.security.ssl-ca", `source "` + replSource + `"`} {
+		if !strings.Contains(e.Message, want) {
+			t.Errorf("error message does not name %q: %s", want, e.Message)
+		}
+	}
+	until := time.Now().Add(3 * time.Second)
+	for time.Now().Before(until) {
+		d, err := r.subtask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Stage != "Paused" || len(d.Errors) == 0 || d.Errors[0].Message != e.Message {
+			t.Fatalf("the subtask did not stay paused with the TLS error: %v", d)
+		}
+		time.Sleep(250 * time.Millisecond) // polling interval of a stability check, not synchronisation
+	}
+	t.Logf("status error: %s: %s", e.Code, e.Message)
+}

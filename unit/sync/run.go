@@ -15,6 +15,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -180,13 +181,13 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	return context.Cause(runCtx)
 }
 
-// readError classifies a binlog read error: a non-resumable coded error
-// stays as it is, the source refusing the position (1236: purged or unknown
-// binlog) is not resumable, anything else (lost connection) is.
+// readError classifies a binlog read error: a TLS failure of the direct
+// connection (dbconn.CodeTLS) stays as it is (not resumable), the source
+// refusing the position (1236: purged or unknown binlog) is not resumable,
+// anything else (lost connection, relay reader errors) is.
 func readError(err error) error {
-	var coded *errs.Coded
-	if errors.As(err, &coded) && !coded.Resumable() {
-		return err // e.g. a TLS failure (dbconn.CodeTLS): retrying cannot help
+	if errs.Code(err) == dbconn.CodeTLS {
+		return err // retrying cannot fix the TLS configuration
 	}
 	var myErr *mysql.MyError
 	if errors.As(err, &myErr) && myErr.Code == 1236 {
