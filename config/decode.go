@@ -175,3 +175,16 @@ func (c *StreamConfig) JSON() ([]byte, error) { return toJSON("stream config", c
 
 // YAML encodes the config (sink URLs in clear) as YAML.
 func (c *StreamConfig) YAML() ([]byte, error) { return toYAML("stream config", c) }
+
+// DecodeValue decodes data (JSON or YAML) into v with the decode engine but
+// without defaults or Adjust: for small values that are not configs (the
+// stage and binding values of etcd). It returns the notes; in Strict mode
+// unknown fields are an error, in Lenient mode they are listed in
+// Notes.Unknown.
+func DecodeValue(what string, data []byte, v any, mode DecodeMode) (DecodeNotes, error) {
+	notes, fields, err := decodeInto(what, data, v, mode)
+	if err == nil && fields != nil {
+		err = fields
+	}
+	return notes, err
+}

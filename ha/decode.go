@@ -3,6 +3,7 @@ package ha
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/stage"
@@ -215,9 +216,11 @@ func decodeStage(what, key string, value []byte, source, task string, allowed fu
 		return Stage{Source: source, Task: task, IsDeleted: true}, nil
 	}
 	var st Stage
-	if err := unmarshal(what, key, value, &st); err != nil {
-		return Stage{}, err
+	notes, err := config.DecodeValue(what, value, &st, config.Lenient)
+	if err != nil {
+		return Stage{}, malformed(what, key, err)
 	}
+	st.Unknown = strings.Join(notes.Unknown, ", ")
 	// Names the value leaves out come from the key; names it gives must
 	// agree with the key.
 	if st.Source == "" {

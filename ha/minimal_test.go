@@ -187,6 +187,10 @@ func TestStageNamesMustAgreeWithKey(t *testing.T) {
 			t.Errorf("stage %s under s1/t1 decoded", v)
 		}
 	}
+	st, err := s.DecodeSubTaskStage(k.SubTaskStage("s1", "t1"), []byte(`{"expect":"Running","colour":"red"}`))
+	if err != nil || st.Unknown != "colour" || st.Source != "s1" {
+		t.Errorf("stage with an unknown field: %+v, %v; want it decoded with Unknown colour", st, err)
+	}
 	if _, err := s.DecodeBound(k.Bound("w1"), []byte(`{"source":"s1","worker":"w2"}`)); err == nil {
 		t.Error("bound naming w2 under w1 decoded")
 	}

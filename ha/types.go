@@ -18,6 +18,10 @@ type Stage struct {
 	IsDeleted bool `json:"-"`
 	// Revision is the etcd ModRevision of the value (or of the delete).
 	Revision int64 `json:"-"`
+	// Unknown lists, comma-separated, the paths of fields of the value the
+	// worker does not know (not used; to be reported, never dropped
+	// silently); "" when none. A string keeps Stage comparable.
+	Unknown string `json:"-"`
 }
 
 // WorkerInfo is the value of P/worker/info/{worker}.
