@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -93,13 +94,17 @@ func (o *startOptions) prepare(ctx context.Context, e *env, c *cluster, task str
 	if o.startTime == "" && !o.removeMeta {
 		return nil
 	}
+	key, err := e.secretKey()
+	if err != nil {
+		return err
+	}
 	if o.startTime != "" {
 		for _, sc := range subtasks {
 			src, ok := c.sources[sc.SourceID]
 			if !ok {
 				return fmt.Errorf("source %s does not exist; create it first with `dmctl source create FILE`", sc.SourceID)
 			}
-			loc, err := resolveStartTime(ctx, src, o.startTime)
+			loc, err := resolveStartTime(ctx, src, key, o.startTime)
 			if err != nil {
 				return fmt.Errorf("--start-time %q on source %s: %w", o.startTime, sc.SourceID, err)
 			}
@@ -112,7 +117,7 @@ func (o *startOptions) prepare(ctx context.Context, e *env, c *cluster, task str
 		}
 	}
 	for _, t := range targetsOf(subtasks) {
-		if err := o.onTarget(ctx, e, task, t); err != nil {
+		if err := o.onTarget(ctx, e, key, task, t); err != nil {
 			return err
 		}
 	}
@@ -141,9 +146,9 @@ func targetsOf(subtasks []*config.SubTaskConfig) []metaTarget {
 
 // onTarget removes the task's checkpoints on one target (--remove-meta),
 // or checks that there are none (--start-time alone).
-func (o *startOptions) onTarget(ctx context.Context, e *env, task string, t metaTarget) error {
+func (o *startOptions) onTarget(ctx context.Context, e *env, key *secret.Key, task string, t metaTarget) error {
 	where := fmt.Sprintf("meta schema %s on target %s:%d", syncmeta.QuoteName(t.schema), t.db.Host, t.db.Port)
-	_, db, err := openDB(t.db, dbconn.TargetRef(task))
+	_, db, err := openDB(ctx, t.db, key, dbconn.TargetRef(task))
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
@@ -173,14 +178,16 @@ func (o *startOptions) onTarget(ctx context.Context, e *env, task string, t meta
 	return nil
 }
 
-// openDB opens a pool to a server of a config read from etcd or a file
-// (password resolved, TLS from its security block; ref names it in errors)
-// and returns it with the endpoint.
-func openDB(c config.DBConfig, ref dbconn.Ref) (*dbconn.Endpoint, *sql.DB, error) {
-	pw, err := storedPassword(c.Password)
+// openDB connects to a server of a config read from etcd or a file
+// (password resolved with key, the key of --secret-key-path or nil; TLS
+// from its security block; ref names it in errors) and returns the pool
+// with the endpoint.
+func openDB(ctx context.Context, c config.DBConfig, key *secret.Key, ref dbconn.Ref) (*dbconn.Endpoint, *sql.DB, error) {
+	pw, err := secret.ResolvePassword(c.Password, key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s.password: %w", ref.Object, ref.Field, err)
 	}
+	stored := c.Password
 	c.Password = pw
 	ep, err := dbconn.NewEndpoint(c, ref)
 	if err != nil {
@@ -191,21 +198,28 @@ func openDB(c config.DBConfig, ref dbconn.Ref) (*dbconn.Endpoint, *sql.DB, error
 		return nil, nil, err
 	}
 	db.SetMaxOpenConns(2)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		if key == nil && looksEncrypted(stored) {
+			err = fmt.Errorf("%w (%s.password has the form of a `dmctl encrypt` ciphertext: give dmctl the --secret-key-path it was encrypted with)", err, ref.Field)
+		}
+		return nil, nil, fmt.Errorf("%s: connect to %s: %w", ref.Object, ep.Addr(), err)
+	}
 	return ep, db, nil
 }
 
-// storedPassword resolves a password as stored in a config: plaintext,
-// or a ciphertext of `dmctl encrypt` (pkg/secret). The key of the global
-// --secret-key-path flag is passed here when dmctl has that flag; without
-// a key, only DM's default-key ciphertexts are decrypted.
-func storedPassword(stored string) (string, error) {
-	return secret.ResolvePassword(stored, nil)
+// looksEncrypted reports whether a stored password has the shape of a
+// `dmctl encrypt` ciphertext: standard base64 of at least a 12-byte nonce
+// and a 16-byte tag.
+func looksEncrypted(stored string) bool {
+	raw, err := base64.StdEncoding.Strict().DecodeString(stored)
+	return err == nil && len(raw) >= 28
 }
 
 // resolveStartTime finds the first event group at or after at (see
 // parseStartTime) in the binlog of src.
-func resolveStartTime(ctx context.Context, src *config.SourceConfig, at string) (loc binlog.Location, err error) {
-	ep, db, err := openDB(src.From, dbconn.SourceRef(src.SourceID))
+func resolveStartTime(ctx context.Context, src *config.SourceConfig, key *secret.Key, at string) (loc binlog.Location, err error) {
+	ep, db, err := openDB(ctx, src.From, key, dbconn.SourceRef(src.SourceID))
 	if err != nil {
 		return loc, err
 	}

@@ -262,3 +262,53 @@ func TestTaskStartRemoveMeta(t *testing.T) {
 	}
 	check("--remove-meta with nothing to remove", others)
 }
+
+// TestStartTimeEncryptedPasswords: source and target passwords stored as
+// `dmctl encrypt` ciphertexts are decrypted with --secret-key-path for
+// --start-time and --remove-meta; without the key the connection fails
+// and the password is not shown.
+func TestStartTimeEncryptedPasswords(t *testing.T) {
+	const password = "Pw-4c1d'x"
+	src := mariadbtest.StartSource(t)
+	src.Exec(t, "CREATE USER 'dm'@'127.0.0.1' IDENTIFIED BY 'Pw-4c1d\\'x'")
+	src.Exec(t, "GRANT ALL PRIVILEGES ON *.* TO 'dm'@'127.0.0.1'")
+	h := newHarness(t)
+	key := h.file("key.hex", "")
+	h.ok("gen-key", key+".new")
+	key += ".new"
+	enc := strings.TrimSpace(h.ok("--secret-key-path", key, "encrypt", password).stdout)
+	if enc == "" || strings.Contains(enc, password) {
+		t.Fatalf("encrypt printed %q", enc)
+	}
+	h.worker("w1", true)
+	h.ok("source", "create", h.file("mysql-01.yaml", fmt.Sprintf(
+		"source-id: mysql-01\nfrom: {host: 127.0.0.1, port: %d, user: dm, password: %q}\n", src.Port(), enc)), "--worker", "w1")
+	m := &metaEnv{harness: h, src: src, db: src.DB(t)}
+	m.src.Exec(t, "CREATE DATABASE shop")
+	m.src.Exec(t, "CREATE TABLE shop.t (id INT PRIMARY KEY)")
+	a := m.write(false, 1)
+	m.putCheckpoints("te", "mysql-01")
+	task := h.file("te.yaml", fmt.Sprintf(`name: te
+task-mode: incremental
+target-database: {host: 127.0.0.1, port: %d, user: dm, password: %q}
+mysql-instances:
+  - source-id: mysql-01
+    block-allow-list: bal
+block-allow-list:
+  bal: {do-dbs: [shop]}
+`, src.Port(), enc))
+	at := time.Unix(a.at, 0).UTC().Format(time.RFC3339)
+
+	r := h.fail([]string{"task", "start", task, "--start-time", at, "--remove-meta"},
+		`source "mysql-01": connect to`, "Access denied", "from.password has the form of a `dmctl encrypt` ciphertext", "--secret-key-path")
+	if strings.Contains(r.stderr, password) {
+		t.Errorf("stderr shows the password:\n%s", r.stderr)
+	}
+	r = h.ok("--secret-key-path", key, "task", "start", task, "--start-time", at, "--remove-meta")
+	if !strings.Contains(r.stderr, fmt.Sprintf("starts at %s:%d", a.file, a.pos)) || !strings.Contains(r.stderr, "deleted 1 row(s) of task te") {
+		t.Errorf("task start with the key: stderr:\n%s", r.stderr)
+	}
+	if got := m.checkpointRows()[syncmeta.CheckpointTable]; len(got) != 0 {
+		t.Errorf("checkpoint rows after --remove-meta: %v", got)
+	}
+}
