@@ -165,3 +165,24 @@ func TestDecodeJSONCorners(t *testing.T) {
 		t.Error("duplicate YAML keys accepted")
 	}
 }
+
+// TestDMFieldRulesConsistent: no rule shadows a field of its type (it would
+// never apply) and every rename names a field of its type.
+func TestDMFieldRulesConsistent(t *testing.T) {
+	for typ, rules := range dmFieldRules {
+		fields := jsonFields(typ)
+		for name, r := range rules {
+			if _, _, ok := fields.lookup(name); ok {
+				t.Errorf("%s: rule %q shadows a field of the type", typ, name)
+			}
+			if r.action == rename {
+				if _, _, ok := fields.lookup(r.to); !ok {
+					t.Errorf("%s: rename %q to %q, which is not a field", typ, name, r.to)
+				}
+			}
+			if r.action == refuseIf && (r.refuse == nil || r.why == "") {
+				t.Errorf("%s: refusal of %q without predicate or reason", typ, name)
+			}
+		}
+	}
+}
