@@ -108,6 +108,9 @@ func (c *Cluster) startEtcd() (*embed.Etcd, error) {
 	cfg.UnsafeNoFsync = true
 	cfg.EnableGRPCGateway = false
 	cfg.TickMs = 10
+	// The cheapest bcrypt: auth tests hash and check passwords often, and
+	// under -race the default cost takes seconds each time.
+	cfg.BcryptCost = 4
 	cfg.ElectionMs = 100
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"

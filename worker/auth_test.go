@@ -1,0 +1,96 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/etcdutil"
+	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// TestServerWithEtcdAuth: with etcd auth on and a user whose role covers
+// only the prefix, the worker registers, keeps its lease alive, follows its
+// bound source and tasks, publishes status, and shuts down revoking its lease.
+func TestServerWithEtcdAuth(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	etcdtest.EnableAuth(t, etcd.Client(t), "/dm", "dmworker", "worker-Pw-77")
+	cli, err := etcdutil.Connect(context.Background(), etcdutil.Options{
+		Endpoints: etcd.Endpoints(), Username: "dmworker", Password: "worker-Pw-77", Prefix: "/dm",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	e := &serverEnv{swEnv: &swEnv{
+		t: t, etcd: etcd,
+		// The master writes as the same prefix-limited user.
+		master:  ha.NewStore(etcd.AuthClient(t, "dmworker", "worker-Pw-77"), "/dm"),
+		factory: newSWFactory(),
+		metrics: NewMetrics(),
+	}}
+	e.srv = NewServer(ServerConfig{
+		Name: "w1", Addr: "127.0.0.1:1", Client: cli, Prefix: "/dm",
+		KeepaliveTTL: 2 * time.Second,
+		NewFactory: func(*config.SourceConfig, func() binlog.StreamOpener) unit.Factory {
+			return e.factory
+		},
+		Metrics:         e.metrics,
+		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		StatusInterval:  100 * time.Millisecond,
+		CheckInterval:   5 * time.Millisecond,
+		WatchBackoffMin: 20 * time.Millisecond,
+		WatchBackoffMax: 200 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.srv.Run(ctx) }()
+
+	within(t, 10*time.Second, "registered with a keepalive", func() bool {
+		infos, _, err := e.master.GetWorkerInfos(e.ctx())
+		return err == nil && infos["w1"].Addr == "127.0.0.1:1" && e.keepaliveLease() != 0
+	})
+	lease := e.keepaliveLease()
+	e.bind()
+	e.putTask("t1", stage.Running)
+	within(t, 10*time.Second, "bound and t1 running", func() bool {
+		return e.srv.Status().Source == testSource && e.subtaskStage("t1") == stage.Running
+	})
+	e.setStage("t1", stage.Paused)
+	within(t, 10*time.Second, "t1 paused", func() bool { return e.subtaskStage("t1") == stage.Paused })
+	within(t, 10*time.Second, "status published", func() bool {
+		st, _, err := e.master.GetStatuses(e.ctx())
+		if err != nil {
+			return false
+		}
+		var ws WorkerStatus
+		return json.Unmarshal(st["w1"], &ws) == nil && ws.Source == testSource && len(ws.SubTasks) == 1 && ws.SubTasks[0].Stage == stage.Paused
+	})
+	// The lease outlives several TTLs: keepalives pass auth.
+	time.Sleep(3 * time.Second) // not synchronisation: the time the lease must survive
+	if got := e.keepaliveLease(); got != lease {
+		t.Fatalf("keepalive lease changed from %x to %x: keepalives failed", lease, got)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("server did not stop")
+	}
+	if e.keepaliveLease() != 0 {
+		t.Fatal("keepalive key still there after shutdown: the lease was not revoked")
+	}
+}
