@@ -85,7 +85,10 @@ type Server struct {
 	swCfg     *config.SourceConfig
 	relayOn   bool
 	serverErr *TaskError
-	keepalive *ha.Keepalive
+	// serverWarn is the config warning of the bound source's value
+	// (config-unknown-field), nil when there is none.
+	serverWarn *TaskError
+	keepalive  *ha.Keepalive
 	// runCtx is the context data-plane work of the current registration
 	// runs under; cancelled on lease loss.
 	runCtx context.Context
@@ -277,6 +280,7 @@ func (s *Server) reconcileBound(ctx context.Context) error {
 	}
 	if !ok {
 		s.setServerErr(nil)
+		s.setSourceWarn("", nil)
 		if s.stopSourceWorker((*SourceWorker).Close) {
 			s.log.Info("unbound: source worker closed")
 		}
@@ -292,12 +296,14 @@ func (s *Server) reconcileBound(ctx context.Context) error {
 		return fmt.Errorf("read config of bound source %q: %w", b.Source, err)
 	}
 	if cfg == nil {
+		s.setSourceWarn("", nil)
 		s.setServerErr(errs.New(CodeSourceConfigMissing, false,
 			"worker is bound to source %q but %s does not exist; create the source first",
 			b.Source, ha.Keys{Prefix: s.cfg.Prefix}.SourceConfig(b.Source)))
 		s.stopSourceWorker((*SourceWorker).Close)
 		return nil
 	}
+	s.setSourceWarn(b.Source, cfg)
 	if err := cfg.Validate(); err != nil {
 		s.setServerErr(errs.New(CodeSourceConfigInvalid, false, "source %q: %v", b.Source, err))
 		return nil
@@ -397,7 +403,7 @@ func (s *Server) SourceWorker() *SourceWorker {
 // Status is the worker status of DESIGN.md §6.
 func (s *Server) Status() WorkerStatus {
 	s.mu.Lock()
-	sw, serr := s.sw, s.serverErr
+	sw, serr, swarn := s.sw, s.serverErr, s.serverWarn
 	s.mu.Unlock()
 	st := WorkerStatus{
 		Worker: s.cfg.Name, Addr: s.cfg.Addr,
@@ -406,6 +412,9 @@ func (s *Server) Status() WorkerStatus {
 	if sw != nil {
 		ss := sw.Status()
 		st.Source, st.Relay, st.SubTasks, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Errors
+	}
+	if swarn != nil {
+		st.Errors = append([]TaskError{*swarn}, st.Errors...)
 	}
 	if serr != nil {
 		st.Errors = append([]TaskError{*serr}, st.Errors...)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -38,6 +39,7 @@ func (w *SourceWorker) Status() SourceStatus {
 	for k, v := range w.taskErrs {
 		taskErrs[k] = v
 	}
+	taskWarns := maps.Clone(w.taskWarns)
 	relayEnabled, relay, relayErr := w.relayWatches != nil, w.relay, w.relayErr
 	w.mu.Unlock()
 
@@ -51,6 +53,9 @@ func (w *SourceWorker) Status() SourceStatus {
 	}
 	slices.SortFunc(out.SubTasks, func(a, b SubTaskStatus) int { return strings.Compare(a.Name, b.Name) })
 	for name, e := range taskErrs {
+		out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
+	}
+	for name, e := range taskWarns {
 		out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
 	}
 	badKeys, seen := w.badKeys.list()

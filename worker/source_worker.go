@@ -89,8 +89,11 @@ type SourceWorker struct {
 	// taskErrs are control-plane errors of tasks (orphan stage, malformed
 	// value, invalid config), by task name.
 	taskErrs map[string]errs.Error
-	relay    RelayHolder
-	relayErr *errs.Error
+	// taskWarns are config warnings of tasks (config-unknown-field), by
+	// task name; shown in status beside taskErrs.
+	taskWarns map[string]errs.Error
+	relay     RelayHolder
+	relayErr  *errs.Error
 	// relayStageRev is the revision of the relay stage last acted on.
 	relayStageRev int64
 	// subWatches and relayWatches are the running watch loops of subtask
@@ -129,13 +132,14 @@ func NewSourceWorker(cfg SourceWorkerConfig) *SourceWorker {
 		cfg.Metrics = NewMetrics()
 	}
 	return &SourceWorker{
-		cfg:      cfg,
-		source:   cfg.Source.SourceID,
-		log:      cfg.Logger.With(zap.String("source", cfg.Source.SourceID)),
-		queue:    workqueue.New(50*time.Millisecond, 10*time.Second),
-		subTasks: make(map[string]*taskState),
-		taskErrs: make(map[string]errs.Error),
-		badKeys:  &badKeys{now: cfg.Clock.Now, keys: make(map[string]time.Time)},
+		cfg:       cfg,
+		source:    cfg.Source.SourceID,
+		log:       cfg.Logger.With(zap.String("source", cfg.Source.SourceID)),
+		queue:     workqueue.New(50*time.Millisecond, 10*time.Second),
+		subTasks:  make(map[string]*taskState),
+		taskErrs:  make(map[string]errs.Error),
+		taskWarns: make(map[string]errs.Error),
+		badKeys:   &badKeys{now: cfg.Clock.Now, keys: make(map[string]time.Time)},
 	}
 }
 
@@ -331,6 +335,7 @@ func (w *SourceWorker) removeAllSubTasksAsync(wg *sync.WaitGroup, stop func(*Sub
 	tasks := w.subTasks
 	w.subTasks = make(map[string]*taskState)
 	w.taskErrs = make(map[string]errs.Error)
+	w.taskWarns = make(map[string]errs.Error)
 	w.mu.Unlock()
 	for _, ts := range tasks {
 		wg.Add(1)
@@ -541,6 +546,7 @@ func (w *SourceWorker) reconcileSubTask(ctx context.Context, name string) error 
 		// No stage: the subtask must not exist (a config alone is a task
 		// being prepared by the master).
 		w.setTaskErr(name, nil)
+		w.setTaskWarn(name, nil)
 		if ts != nil {
 			log.Info("stage deleted; closing subtask")
 			w.removeSubTask(name, ts)
@@ -565,6 +571,8 @@ func (w *SourceWorker) reconcileSubTask(ctx context.Context, name string) error 
 		return nil
 	}
 
+	changed := ts == nil || item.ConfigRevision != ts.configRev
+	w.setTaskWarn(name, w.subTaskWarning(name, item.Config, changed, log))
 	if err := w.checkSubTaskConfig(name, item.Config); err != nil {
 		log.Error("invalid subtask config; the subtask keeps its current state", zap.Error(err))
 		w.setTaskErr(name, errs.New(CodeInvalidConfig, false, "subtask %q: %v", name, err))
