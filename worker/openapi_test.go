@@ -164,16 +164,36 @@ func jsonFields(t reflect.Type) (all, required []string) {
 	return all, required
 }
 
-// TestOpenAPIErrorCodes checks that every error code constant of http.go
-// is in the document's ErrorCode enum.
+// apiCodeFiles hold the error code constants of the HTTP API.
+var apiCodeFiles = []string{"http.go", "http_guard.go"}
+
+// TestOpenAPIErrorCodes checks that the document's ErrorCode enum is
+// exactly the error code constants of the API's files.
 func TestOpenAPIErrorCodes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	enum := doc.Components.Schemas["ErrorCode"].Enum
-	f, err := parser.ParseFile(token.NewFileSet(), "http.go", nil, 0)
+	var codes []string
+	for _, name := range apiCodeFiles {
+		codes = append(codes, codeConstants(t, name)...)
+	}
+	for _, e := range enum {
+		if !slices.Contains(codes, e) {
+			t.Errorf("openapi.yaml's ErrorCode %q is not a Code* constant of %v", e, apiCodeFiles)
+		}
+	}
+}
+
+// codeConstants returns the values of the Code* string constants of a
+// file of this package, failing the test for each missing from the
+// document's ErrorCode enum.
+func codeConstants(t *testing.T, file string) []string {
+	t.Helper()
+	enum := loadOpenAPI(t).Components.Schemas["ErrorCode"].Enum
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var out []string
 	ast.Inspect(f, func(node ast.Node) bool {
 		vs, ok := node.(*ast.ValueSpec)
 		if !ok {
@@ -191,16 +211,17 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n++
+			out = append(out, code)
 			if !slices.Contains(enum, code) {
-				t.Errorf("error code %s = %q (http.go) is not in openapi.yaml's ErrorCode enum", id.Name, code)
+				t.Errorf("error code %s = %q (%s) is not in openapi.yaml's ErrorCode enum", id.Name, code, file)
 			}
 		}
 		return true
 	})
-	if n == 0 {
-		t.Fatal("found no Code* constants in http.go")
+	if len(out) == 0 {
+		t.Fatalf("found no Code* constants in %s", file)
 	}
+	return out
 }
 
 // TestOpenAPIServed checks GET /api/v1/openapi.yaml.
