@@ -3,11 +3,13 @@ package worker
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -18,22 +20,36 @@ import (
 // never in a subtask's own errors, since the subtask runs.
 const CodeConfigUnknownField = "config-unknown-field"
 
-// configWarning returns the status entry for the unknown fields of a
-// decoded etcd value of what (e.g. `subtask "t1"`), nil when there are none,
-// and logs the unknown and the ignored DM fields when changed is set (once
-// per new config revision, not at every reconcile).
-func configWarning(log *zap.Logger, what, key string, n config.DecodeNotes, now time.Time, changed bool) *errs.Error {
-	if changed && len(n.Ignored) > 0 {
-		log.Info("config value holds DM fields without effect here", zap.String("key", key), zap.Strings("fields", n.Ignored))
+// valueNotes are the fields of one etcd value that decoding noticed.
+type valueNotes struct {
+	key              string
+	unknown, ignored []string
+}
+
+// configWarning returns the status entry for the unknown fields of the
+// decoded etcd values of what (e.g. `subtask "t1"`), nil when there are
+// none, and logs the unknown and the ignored DM fields when changed is set
+// (once per new value, not at every reconcile).
+func configWarning(log *zap.Logger, what string, now time.Time, changed bool, values ...valueNotes) *errs.Error {
+	var parts []string
+	for _, v := range values {
+		if changed && len(v.ignored) > 0 {
+			log.Info("config value holds DM fields without effect here", zap.String("key", v.key), zap.Strings("fields", v.ignored))
+		}
+		if len(v.unknown) == 0 {
+			continue
+		}
+		if changed {
+			log.Warn("etcd value holds unknown fields; they are not used", zap.String("key", v.key), zap.Strings("fields", v.unknown))
+		}
+		parts = append(parts, fmt.Sprintf("etcd value %s: %s", v.key,
+			config.DecodeNotes{Unknown: v.unknown}.UnknownWarning()))
 	}
-	if len(n.Unknown) == 0 {
+	if len(parts) == 0 {
 		return nil
 	}
-	if changed {
-		log.Warn("config value holds unknown fields; they are not used", zap.String("key", key), zap.Strings("fields", n.Unknown))
-	}
 	e := errs.Entry(errs.New(CodeConfigUnknownField, false,
-		"%s: etcd value %s: %s; the rest of the value is used", what, key, n.UnknownWarning()), now)
+		"%s: %s; the rest of the value is used", what, strings.Join(parts, "; ")), now)
 	return &e
 }
 
@@ -51,10 +67,19 @@ func (w *SourceWorker) setTaskWarn(name string, warn *errs.Error) {
 	w.taskWarns[name] = *warn
 }
 
-// subTaskWarning is configWarning for a subtask's config value.
-func (w *SourceWorker) subTaskWarning(name string, cfg *config.SubTaskConfig, changed bool, log *zap.Logger) *errs.Error {
-	key := w.cfg.Store.Keys().SubTaskConfig(w.source, name)
-	return configWarning(log, fmt.Sprintf("subtask %q", name), key, cfg.Notes, w.cfg.Clock.Now(), changed)
+// subTaskWarning is configWarning for a subtask's config and stage values.
+func (w *SourceWorker) subTaskWarning(item *ha.SubTaskItem, changed bool, log *zap.Logger) *errs.Error {
+	keys := w.cfg.Store.Keys()
+	values := []valueNotes{{key: keys.SubTaskConfig(w.source, item.Name), unknown: item.Config.Notes.Unknown, ignored: item.Config.Notes.Ignored}}
+	for _, st := range []struct {
+		stage *ha.Stage
+		key   string
+	}{{item.Stage, keys.SubTaskStage(w.source, item.Name)}, {item.ValidatorStage, keys.ValidatorStage(w.source, item.Name)}} {
+		if st.stage != nil && st.stage.Unknown != "" {
+			values = append(values, valueNotes{key: st.key, unknown: strings.Split(st.stage.Unknown, ", ")})
+		}
+	}
+	return configWarning(log, fmt.Sprintf("subtask %q", item.Name), w.cfg.Clock.Now(), changed, values...)
 }
 
 // setSourceWarn records the config warning of the bound source's value
@@ -67,7 +92,8 @@ func (s *Server) setSourceWarn(source string, cfg *config.SourceConfig) {
 		return
 	}
 	changed := s.swCfg == nil || !reflect.DeepEqual(s.swCfg.Notes, cfg.Notes)
-	warn := configWarning(s.log, fmt.Sprintf("source %q", source), s.store.Keys().SourceConfig(source), cfg.Notes, s.cfg.Clock.Now(), changed)
+	warn := configWarning(s.log, fmt.Sprintf("source %q", source), s.cfg.Clock.Now(), changed,
+		valueNotes{key: s.store.Keys().SourceConfig(source), unknown: cfg.Notes.Unknown, ignored: cfg.Notes.Ignored})
 	switch {
 	case warn == nil:
 		s.serverWarn = nil

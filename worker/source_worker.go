@@ -572,7 +572,7 @@ func (w *SourceWorker) reconcileSubTask(ctx context.Context, name string) error 
 	}
 
 	changed := ts == nil || item.ConfigRevision != ts.configRev
-	w.setTaskWarn(name, w.subTaskWarning(name, item.Config, changed, log))
+	w.setTaskWarn(name, w.subTaskWarning(item, changed, log))
 	if err := w.checkSubTaskConfig(name, item.Config); err != nil {
 		log.Error("invalid subtask config; the subtask keeps its current state", zap.Error(err))
 		w.setTaskErr(name, errs.New(CodeInvalidConfig, false, "subtask %q: %v", name, err))

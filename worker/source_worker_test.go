@@ -651,13 +651,13 @@ func TestSourceWorkerUnknownConfigFieldIsAWarning(t *testing.T) {
 	keys := e.master.Keys()
 	e.putRaw(keys.SubTaskConfig(testSource, "u1"), `{"name":"u1","source-id":"`+testSource+`","task-mode":"incremental",`+
 		`"meta":{"binlog-name":"mariadb-bin.000001"},"target-database":{"host":"127.0.0.1"},"syncer":{"batchh":5},"x-extra":1}`)
-	e.putRaw(keys.SubTaskStage(testSource, "u1"), `{"expect":"Running"}`)
+	e.putRaw(keys.SubTaskStage(testSource, "u1"), `{"expect":"Running","x-stage-extra":"?"}`)
 	e.waitStage("u1", stage.Running, 5*time.Second)
 	within(t, time.Second, "config-unknown-field warning in status", func() bool { return e.taskError("u1", CodeConfigUnknownField) })
 	st := e.sw.Status()
 	for _, te := range st.Errors {
 		if te.Task == "u1" && te.Code == CodeConfigUnknownField {
-			for _, path := range []string{"syncer.batchh", "x-extra"} {
+			for _, path := range []string{"syncer.batchh", "x-extra", "x-stage-extra"} {
 				if !strings.Contains(te.Message, path) {
 					t.Errorf("warning %q does not name %s", te.Message, path)
 				}
@@ -671,6 +671,7 @@ func TestSourceWorkerUnknownConfigFieldIsAWarning(t *testing.T) {
 	}
 
 	// The same task rewritten without the unknown fields: the warning goes.
+	e.putRaw(keys.SubTaskStage(testSource, "u1"), `{"expect":"Running"}`)
 	e.putRaw(keys.SubTaskConfig(testSource, "u1"), `{"name":"u1","source-id":"`+testSource+`","task-mode":"incremental",`+
 		`"meta":{"binlog-name":"mariadb-bin.000001"},"target-database":{"host":"127.0.0.1"}}`)
 	within(t, 5*time.Second, "warning cleared", func() bool { return !e.taskError("u1", CodeConfigUnknownField) })
