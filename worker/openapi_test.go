@@ -237,3 +237,70 @@ func TestOpenAPIServed(t *testing.T) {
 		t.Errorf("POST /api/v1/openapi.yaml: %d, Allow %q", rec.Code, rec.Header().Get("Allow"))
 	}
 }
+
+// TestOpenAPIRefsResolve checks that every $ref names a component the
+// document defines, and that every path parameter is declared.
+func TestOpenAPIRefsResolve(t *testing.T) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	components, _ := doc["components"].(map[string]any)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, c := range v {
+				if k == "$ref" {
+					ref, _ := c.(string)
+					parts := strings.Split(strings.TrimPrefix(ref, "#/components/"), "/")
+					kind, _ := components[parts[0]].(map[string]any)
+					if len(parts) != 2 || !strings.HasPrefix(ref, "#/components/") || kind[parts[1]] == nil {
+						t.Errorf("%s: $ref %q names no component", path, ref)
+					}
+					continue
+				}
+				walk(path+"/"+k, c)
+			}
+		case []any:
+			for i, c := range v {
+				walk(path+"/"+strconv.Itoa(i), c)
+			}
+		}
+	}
+	walk("", doc)
+
+	// Path parameters: declared on the path item or an operation, directly
+	// or through #/components/parameters.
+	params, _ := components["parameters"].(map[string]any)
+	declared := func(list any) []string {
+		var names []string
+		items, _ := list.([]any)
+		for _, it := range items {
+			m, _ := it.(map[string]any)
+			if ref, ok := m["$ref"].(string); ok {
+				m, _ = params[strings.TrimPrefix(ref, "#/components/parameters/")].(map[string]any)
+			}
+			if m["in"] == "path" {
+				names = append(names, m["name"].(string))
+			}
+		}
+		return names
+	}
+	paths, _ := doc["paths"].(map[string]any)
+	for p, v := range paths {
+		item, _ := v.(map[string]any)
+		for op, ov := range item {
+			if !slices.Contains(httpMethods, op) {
+				continue
+			}
+			o, _ := ov.(map[string]any)
+			names := append(declared(item["parameters"]), declared(o["parameters"])...)
+			for _, seg := range strings.Split(p, "/") {
+				if name, ok := strings.CutPrefix(seg, "{"); ok && !slices.Contains(names, strings.TrimSuffix(name, "}")) {
+					t.Errorf("%s %s: path parameter %s is not declared", op, p, seg)
+				}
+			}
+		}
+	}
+}
