@@ -71,6 +71,9 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 		return err
 	}
 	if *dryRun {
+		if sm.startTime != "" || sm.removeMeta {
+			return usagef(cmd, "--dry-run touches nothing; it cannot be combined with --start-time or --remove-meta")
+		}
 		return dryRunTask(e, pos[0])
 	}
 	want := stage.Stage(*stageFlag)

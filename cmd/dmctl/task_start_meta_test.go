@@ -165,6 +165,7 @@ func TestTaskStartTime(t *testing.T) {
 		"before the oldest binlog file", "choose a later time")
 	m.fail([]string{"task", "start", m.taskFile("bad", "incremental"), "--start-time", "yesterday"}, `use "2006-01-02 15:04:05"`)
 	m.fail([]string{"task", "start", m.taskFile("full1", "all"), "--start-time", m.localTime(a.at)}, "applies to task-mode incremental", "all")
+	m.fail([]string{"task", "start", m.taskFile("dry", "incremental"), "--start-time", m.localTime(a.at), "--dry-run"}, "cannot be combined")
 }
 
 // checkpointRows returns "task/source" of every row in the sync unit's
