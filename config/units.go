@@ -110,7 +110,7 @@ func ParseByteSize(s string) (ByteSize, error) {
 	}
 	unit, ok := byteUnits[strings.ToLower(m[2])]
 	if !ok {
-		return bad("unknown unit " + strconv.Quote(m[2]) + "; use B, KB, MB, GB, TB, PB (powers of 1000) or KiB, MiB, GiB, TiB, PiB (powers of 1024)")
+		return bad("unknown unit " + strconv.Quote(clip(m[2])) + "; use B, KB, MB, GB, TB, PB (powers of 1000) or KiB, MiB, GiB, TiB, PiB (powers of 1024)")
 	}
 	n, ok := new(big.Rat).SetString(m[1])
 	if !ok {
