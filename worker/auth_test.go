@@ -22,7 +22,8 @@ import (
 // only the prefix, the worker registers, keeps its lease alive, follows its
 // bound source and tasks, publishes status, and shuts down revoking its lease.
 func TestServerWithEtcdAuth(t *testing.T) {
-	etcd := etcdtest.Start(t)
+	// Tokens expire every second: the worker must renew them.
+	etcd := etcdtest.StartWith(t, etcdtest.Options{AuthTokenTTL: time.Second})
 	etcdtest.EnableAuth(t, etcd.Client(t), "/dm", "dmworker", "worker-Pw-77")
 	cli, err := etcdutil.Connect(context.Background(), etcdutil.Options{
 		Endpoints: etcd.Endpoints(), Username: "dmworker", Password: "worker-Pw-77", Prefix: "/dm",
@@ -75,11 +76,15 @@ func TestServerWithEtcdAuth(t *testing.T) {
 		var ws WorkerStatus
 		return json.Unmarshal(st["w1"], &ws) == nil && ws.Source == testSource && len(ws.SubTasks) == 1 && ws.SubTasks[0].Stage == stage.Paused
 	})
-	// The lease outlives several TTLs: keepalives pass auth.
-	time.Sleep(3 * time.Second) // not synchronisation: the time the lease must survive
+	// The lease outlives several lease TTLs and auth token lifetimes:
+	// keepalives pass auth with renewed tokens.
+	time.Sleep(4 * time.Second) // not synchronisation: the time the lease and tokens must survive
 	if got := e.keepaliveLease(); got != lease {
 		t.Fatalf("keepalive lease changed from %x to %x: keepalives failed", lease, got)
 	}
+	// The watches and reconciles still work after the tokens expired.
+	e.setStage("t1", stage.Running)
+	within(t, 10*time.Second, "t1 running again", func() bool { return e.subtaskStage("t1") == stage.Running })
 
 	cancel()
 	select {

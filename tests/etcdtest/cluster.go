@@ -35,16 +35,30 @@ type Cluster struct {
 	peerURL   url.URL
 	bridge    *bridge
 
+	opts        Options
 	mu          sync.Mutex
 	etcd        *embed.Etcd // nil while stopped
 	partitioned bool        // bridge held down by Partition until Heal
+}
+
+// Options change how Start runs the server.
+type Options struct {
+	// AuthTokenTTL is the lifetime of etcd's simple auth tokens (default
+	// etcd's 300s); a short one makes auth tests renew tokens.
+	AuthTokenTTL time.Duration
 }
 
 // Start runs a single-node embedded etcd on random free loopback ports with
 // its data in t.TempDir(), waits until it serves, and stops it in t.Cleanup.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c := &Cluster{dir: t.TempDir()}
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	c := &Cluster{dir: t.TempDir(), opts: opts}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		clientURL, err := freeURL()
@@ -111,6 +125,9 @@ func (c *Cluster) startEtcd() (*embed.Etcd, error) {
 	// The cheapest bcrypt: auth tests hash and check passwords often, and
 	// under -race the default cost takes seconds each time.
 	cfg.BcryptCost = 4
+	if c.opts.AuthTokenTTL > 0 {
+		cfg.AuthTokenTTL = uint(max(1, c.opts.AuthTokenTTL/time.Second))
+	}
 	cfg.ElectionMs = 100
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
