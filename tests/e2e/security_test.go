@@ -83,6 +83,27 @@ func TestWorkerSecurityStartupErrors(t *testing.T) {
 			}
 		})
 	}
+
+	// The right user: the worker registers and keeps its lease; dmctl sees
+	// it with the same credentials and fails clearly without them.
+	t.Run("right user", func(t *testing.T) {
+		c := &cluster{t: t, endpoints: endpoints, prefix: testPrefix}
+		startWorker(t, workerOptions{name: "w1", endpoints: endpoints, prefix: testPrefix,
+			args: append([]string{"--secret-key-path", good}, auth...)})
+		waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive", func() bool {
+			var doc workerListDoc
+			c.json(&doc, append(auth, "worker", "list")...)
+			return len(doc.Workers) == 1 && doc.Workers[0].Alive
+		})
+		r := c.run("worker", "list")
+		if r.code != 1 || !strings.Contains(r.stderr, "etcd auth") {
+			t.Errorf("dmctl without credentials: exit %d:\n%s", r.code, r.stderr)
+		}
+		r = c.run("--etcd-username", "dmw", "--etcd-password", "Wrong-Pw-0", "worker", "list")
+		if r.code != 1 || !strings.Contains(r.stderr, "etcd auth") || strings.Contains(r.stderr, "Wrong-Pw-0") {
+			t.Errorf("dmctl with a wrong password: exit %d:\n%s", r.code, r.stderr)
+		}
+	})
 }
 
 // TestWorkerHTTPSAndDirModes: a worker with --status-tls-* serves only
