@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		}
 		tlsCfg = c
 	}
-	if err := makeDataDirs(cfg); err != nil {
+	if err := makeDataDirs(cfg, logger); err != nil {
 		return err
 	}
 
@@ -192,11 +192,16 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 const dataDirMode = 0o750
 
 // makeDataDirs creates data-dir and relay-dir (0750) when they do not exist;
-// existing directories keep their modes.
-func makeDataDirs(cfg *config.WorkerConfig) error {
+// existing directories keep their modes, with a warning when others may
+// read them.
+func makeDataDirs(cfg *config.WorkerConfig, logger *zap.Logger) error {
 	for _, d := range []struct{ flag, path string }{{"data-dir", cfg.DataDir}, {"relay-dir", cfg.RelayDir}} {
 		if err := os.MkdirAll(d.path, dataDirMode); err != nil {
 			return fmt.Errorf("create --%s %s: %w", d.flag, d.path, err)
+		}
+		if st, err := os.Stat(d.path); err == nil && st.Mode().Perm()&0o007 != 0 {
+			logger.Warn("directory is open to others: they can read relay data; run chmod o-rwx on it",
+				zap.String("flag", d.flag), zap.String("path", d.path), zap.String("mode", fmt.Sprintf("%04o", st.Mode().Perm())))
 		}
 	}
 	return nil
