@@ -304,6 +304,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeError(w, tooLarge(r))
+			return false
+		}
 		writeError(w, &APIError{http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("request body: %v", err)})
 		return false
 	}

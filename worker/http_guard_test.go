@@ -237,3 +237,17 @@ func TestStatusTLSServer(t *testing.T) {
 		t.Fatalf("CA file without certificate: %v", err)
 	}
 }
+
+// TestDecodeBodyTooLarge: the API handler itself answers 413 for a body over
+// the limit, also without the guard.
+func TestDecodeBodyTooLarge(t *testing.T) {
+	h := (&Server{}).Handler(prometheus.NewRegistry())
+	body := `{"filename":"` + strings.Repeat("x", maxBodyBytes) + `"}`
+	rec := request(h, http.MethodPost, "/api/v1/relay/purge", "127.0.0.1:1", io.MultiReader(strings.NewReader(body)), -1)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", rec.Code)
+	}
+	if code, _ := apiErrorOf(t, rec); code != CodeRequestTooLarge {
+		t.Fatalf("code %q", code)
+	}
+}
