@@ -6,16 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
-	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/etcdutil"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
-	"github.com/dmworker/dm-worker/unit"
 )
 
 // TestServerWithEtcdAuth: with etcd auth on and a user whose role covers
@@ -39,22 +33,7 @@ func TestServerWithEtcdAuth(t *testing.T) {
 		factory: newSWFactory(),
 		metrics: NewMetrics(),
 	}}
-	e.srv = NewServer(ServerConfig{
-		Name: "w1", Addr: "127.0.0.1:1", Client: cli, Prefix: "/dm",
-		KeepaliveTTL: 2 * time.Second,
-		NewFactory: func(*config.SourceConfig, func() binlog.StreamOpener) unit.Factory {
-			return e.factory
-		},
-		Metrics:         e.metrics,
-		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		StatusInterval:  100 * time.Millisecond,
-		CheckInterval:   5 * time.Millisecond,
-		WatchBackoffMin: 20 * time.Millisecond,
-		WatchBackoffMax: 200 * time.Millisecond,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.srv.Run(ctx) }()
+	e.run(ServerConfig{Client: cli})
 
 	within(t, 10*time.Second, "registered with a keepalive", func() bool {
 		infos, _, err := e.master.GetWorkerInfos(e.ctx())
@@ -86,15 +65,16 @@ func TestServerWithEtcdAuth(t *testing.T) {
 	e.setStage("t1", stage.Running)
 	within(t, 10*time.Second, "t1 running again", func() bool { return e.subtaskStage("t1") == stage.Running })
 
-	cancel()
+	e.cancel()
 	select {
-	case err := <-done:
+	case err := <-e.done:
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("server did not stop")
 	}
+	e.done <- nil // for Cleanup
 	if e.keepaliveLease() != 0 {
 		t.Fatal("keepalive key still there after shutdown: the lease was not revoked")
 	}

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -60,34 +59,16 @@ func startSecretServer(t *testing.T, key *secret.Key) *secretEnv {
 		metrics: NewMetrics(),
 	}}
 	se.serverEnv = e
-	e.srv = NewServer(ServerConfig{
-		Name: "w1", Addr: "127.0.0.1:1", Client: etcd.Client(t), Prefix: "/dm",
-		KeepaliveTTL: 2 * time.Second,
+	e.run(ServerConfig{
+		Client: etcd.Client(t),
 		NewFactory: func(src *config.SourceConfig, _ func() binlog.StreamOpener) unit.Factory {
 			se.mu.Lock()
 			se.sources = append(se.sources, src.Clone())
 			se.mu.Unlock()
 			return se.factory
 		},
-		SecretKey:       key,
-		Metrics:         e.metrics,
-		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
-		StatusInterval:  100 * time.Millisecond,
-		CheckInterval:   5 * time.Millisecond,
-		WatchBackoffMin: 20 * time.Millisecond,
-		WatchBackoffMax: 200 * time.Millisecond,
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	e.done = make(chan error, 1)
-	go func() { e.done <- e.srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-e.done:
-		case <-time.After(15 * time.Second):
-			t.Error("server did not stop")
-		}
+		SecretKey: key,
+		Logger:    zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
 	})
 	return se
 }

@@ -35,19 +35,31 @@ func startServer(t *testing.T) *serverEnv {
 		factory: newSWFactory(),
 		metrics: NewMetrics(),
 	}}
-	e.srv = NewServer(ServerConfig{
-		Name: "w1", Addr: "127.0.0.1:1", Client: etcd.Client(t), Prefix: "/dm",
-		KeepaliveTTL: 2 * time.Second,
-		NewFactory: func(*config.SourceConfig, func() binlog.StreamOpener) unit.Factory {
-			return e.factory
-		},
-		Metrics:         e.metrics,
-		Logger:          zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
-		StatusInterval:  100 * time.Millisecond,
-		CheckInterval:   5 * time.Millisecond,
-		WatchBackoffMin: 20 * time.Millisecond,
-		WatchBackoffMax: 200 * time.Millisecond,
-	})
+	e.run(ServerConfig{Client: etcd.Client(t)})
+	return e
+}
+
+// run builds e.srv from cfg, with the test defaults where cfg leaves a
+// field zero (name w1, prefix /dm, short intervals, e.factory for every
+// source), and runs it until the test ends; e.cancel stops it early and
+// e.done then yields Run's result (put a value back for the Cleanup).
+func (e *serverEnv) run(cfg ServerConfig) {
+	t := e.t
+	if cfg.Name == "" {
+		cfg.Name, cfg.Addr, cfg.Prefix = "w1", "127.0.0.1:1", "/dm"
+	}
+	if cfg.NewFactory == nil {
+		cfg.NewFactory = func(*config.SourceConfig, func() binlog.StreamOpener) unit.Factory { return e.factory }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	}
+	cfg.KeepaliveTTL = 2 * time.Second
+	cfg.Metrics = e.metrics
+	cfg.StatusInterval = 100 * time.Millisecond
+	cfg.CheckInterval = 5 * time.Millisecond
+	cfg.WatchBackoffMin, cfg.WatchBackoffMax = 20*time.Millisecond, 200*time.Millisecond
+	e.srv = NewServer(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	e.done = make(chan error, 1)
@@ -60,7 +72,6 @@ func startServer(t *testing.T) *serverEnv {
 			t.Error("server did not stop")
 		}
 	})
-	return e
 }
 
 func (e *serverEnv) keepaliveLease() clientv3.LeaseID {
