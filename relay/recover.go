@@ -177,6 +177,12 @@ func recoverDir(root string, mariadb bool) (recovered, error) {
 		if err != nil {
 			return rec, err
 		}
+		if s.fdeEnd > 0 && !s.deltaKnown && hasMeta && meta.BinlogName == name && int64(meta.BinlogPos) >= s.fdeEnd {
+			// Only the format description, but the meta says where the file
+			// stands in the source (an earlier recovery cut its first, torn
+			// group): keep it, as that recovery did.
+			s.delta, s.deltaKnown = int64(meta.BinlogPos)-s.fdeEnd, true
+		}
 		if s.fdeEnd == 0 || !s.deltaKnown {
 			// Nothing but (part of) a header: pull the file again from its start.
 			if err := os.Remove(path); err != nil {
