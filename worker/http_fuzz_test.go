@@ -65,7 +65,8 @@ func strictJSON(body []byte, v any) bool {
 }
 
 // FuzzHTTPRequests sends fuzzed bodies, task names and queries to the
-// worker's API (a worker bound to no source, from loopback). Properties:
+// worker's API behind its Guard (a worker bound to no source, from
+// loopback). Properties:
 // never a panic nor a 5xx; every error answer is JSON in the §6 shape
 // {"error":{"code","message"}} with both set; a request the contract
 // accepts is not answered 400, one it refuses is; a successful answer is
@@ -92,7 +93,7 @@ func FuzzHTTPRequests(f *testing.F) {
 		f.Add(uint8(i), "t1", ``, "all&state=new")
 	}
 	srv := NewServer(ServerConfig{Name: "w1", Addr: "127.0.0.1:8262", Prefix: "/dm"})
-	h := srv.Handler(prometheus.NewRegistry())
+	h := Guard(srv.Handler(prometheus.NewRegistry()), nil) // as dm-worker serves it
 	f.Fuzz(func(t *testing.T, which uint8, task, body, state string) {
 		ep := fuzzEndpoints[int(which)%len(fuzzEndpoints)]
 		target := ep.path(task)
