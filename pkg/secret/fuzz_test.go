@@ -102,11 +102,18 @@ func FuzzEncryptDecrypt(f *testing.F) {
 			t.Fatalf("Decrypt with another key: %v", err)
 		}
 		_, _, cerr := Classify(ct, other)
-		for _, e := range []error{err, cerr} {
+		// The same errors for another password: their fixed text may hold
+		// a short password by chance.
+		refCT, _ := Encrypt(k, "x")
+		_, refErr := Decrypt(other, refCT)
+		_, _, refCErr := Classify(refCT, other)
+		for i, e := range []error{err, cerr} {
 			if e == nil {
 				continue
 			}
-			if strings.Contains(e.Error(), ct) || (len(pw) >= 4 && strings.Contains(e.Error(), pw)) {
+			ref := []error{refErr, refCErr}[i]
+			inTemplate := ref != nil && strings.Contains(ref.Error(), pw)
+			if strings.Contains(e.Error(), ct) || (len(pw) >= 4 && !inTemplate && strings.Contains(e.Error(), pw)) {
 				t.Fatalf("error shows the ciphertext or the password: %v", e)
 			}
 		}
