@@ -115,7 +115,13 @@ fuzz:
 	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; failed=""; summary=""; \
 	while read -r dir name; do \
 		echo "== $$name ($$dir)"; \
-		if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) "$$dir" >"$$log" 2>&1; then \
+		run() { $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZ_FLAGS) "$$dir" >"$$log" 2>&1; }; \
+		ok=0; run && ok=1; \
+		if [ $$ok = 0 ] && grep -q 'context deadline exceeded' "$$log" && ! grep -q 'Failing input written' "$$log"; then \
+			echo "   the fuzzer ended on its own deadline with no failing input (a Go fuzzing engine quirk, not a finding): once more"; \
+			run && ok=1; \
+		fi; \
+		if [ $$ok = 1 ]; then \
 			result=ok; { grep -E '^fuzz: elapsed' "$$log" || true; } | tail -n 1; \
 		else \
 			result=FAILED; failed="$$failed $$name($$dir)"; cat "$$log"; \
