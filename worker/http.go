@@ -212,7 +212,9 @@ func (s *Server) handleHandleError(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.HandleError(r.Context(), req); err != nil {
-		writeError(w, err)
+		// The unit refuses this request in its current state (nothing is
+		// stuck, a position it is not at): a conflict, not a server fault.
+		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorInvalid, fmt.Sprintf("subtask %q: %v", name, err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/unit"
 )
 
 // Passwords put into etcd by the HTTP tests; no answer may contain them.
@@ -208,5 +211,29 @@ func TestHTTPStatusHasNoPasswords(t *testing.T) {
 				t.Errorf("%s contains a password:\n%s", view, body)
 			}
 		}
+	}
+}
+
+// refusingUnit is a test unit whose HandleError always refuses, like the
+// sync unit when nothing is stuck.
+type refusingUnit struct{ *testUnit }
+
+func (refusingUnit) HandleError(context.Context, unit.HandleErrorRequest) error {
+	return errs.New("sync-handle-error", false, "sync: no failed DDL to skip")
+}
+
+func TestHTTPHandleErrorRefusedByTheUnitIsAConflict(t *testing.T) {
+	e := startServer(t)
+	e.factory.wrap = func(u *testUnit) unit.Unit { return refusingUnit{u} }
+	e.bind()
+	e.putTask("h1", stage.Running)
+	within(t, 5*time.Second, "h1 running", func() bool { return e.subtaskStage("h1") == stage.Running })
+	rec := serve(e.srv.Handler(prometheus.NewRegistry()), http.MethodPost, "/api/v1/subtasks/h1/handle-error", `{"op":"skip"}`)
+	if rec.Code != http.StatusConflict {
+		t.Fatalf("status %d, want 409: %s", rec.Code, rec.Body)
+	}
+	code, msg := apiErrorOf(t, rec)
+	if code != CodeHandleErrorInvalid || !strings.Contains(msg, "no failed DDL to skip") || !strings.Contains(msg, `"h1"`) {
+		t.Errorf("error %s: %q", code, msg)
 	}
 }

@@ -26,7 +26,10 @@ const testSource = "mysql-01"
 // asked for and remembers them by task name.
 type swFactory struct {
 	*unit.Registry
-	mu sync.Mutex
+	// wrap, when set before the first unit is built, turns each test unit
+	// into the unit the subtask gets (e.g. one with more interfaces).
+	wrap func(*testUnit) unit.Unit
+	mu   sync.Mutex
 	// guarded by mu:
 	units map[string][]*testUnit
 }
@@ -39,6 +42,9 @@ func newSWFactory() *swFactory {
 			f.mu.Lock()
 			f.units[cfg.Name] = append(f.units[cfg.Name], u)
 			f.mu.Unlock()
+			if f.wrap != nil {
+				return f.wrap(u), nil
+			}
 			return u, nil
 		},
 	}, func(*config.SubTaskConfig, *zap.Logger) (unit.Validator, error) { return &testValidator{}, nil })
