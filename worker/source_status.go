@@ -40,7 +40,7 @@ func (w *SourceWorker) Status() SourceStatus {
 		taskErrs[k] = v
 	}
 	taskWarns := maps.Clone(w.taskWarns)
-	relayEnabled, relay, relayErr := w.relayWatches != nil, w.relay, w.relayErr
+	relayEnabled, relay, relayErr, relayWarn := w.relayWatches != nil, w.relay, w.relayErr, w.relayWarn
 	w.mu.Unlock()
 
 	out := SourceStatus{Source: w.source, SubTasks: make([]SubTaskStatus, 0, len(tasks)), Errors: []TaskError{}}
@@ -57,6 +57,9 @@ func (w *SourceWorker) Status() SourceStatus {
 	}
 	for name, e := range taskWarns {
 		out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
+	}
+	if relayEnabled && relayWarn != nil {
+		out.Errors = append(out.Errors, TaskError{Error: *relayWarn})
 	}
 	badKeys, seen := w.badKeys.list()
 	for _, key := range badKeys {

@@ -94,6 +94,9 @@ type SourceWorker struct {
 	taskWarns map[string]errs.Error
 	relay     RelayHolder
 	relayErr  *errs.Error
+	// relayWarn is the warning about unknown fields of the relay stage
+	// value (config-unknown-field), nil when there are none.
+	relayWarn *errs.Error
 	// relayStageRev is the revision of the relay stage last acted on.
 	relayStageRev int64
 	// subWatches and relayWatches are the running watch loops of subtask
@@ -231,7 +234,7 @@ func (w *SourceWorker) DisableRelay() {
 	}
 	w.mu.Lock()
 	r := w.relay
-	w.relay, w.relayErr, w.relayStageRev = nil, nil, 0
+	w.relay, w.relayErr, w.relayWarn, w.relayStageRev = nil, nil, nil, 0
 	w.mu.Unlock()
 	if r != nil {
 		r.Close()
@@ -740,6 +743,11 @@ func (w *SourceWorker) reconcileRelay(ctx context.Context) error {
 	w.mu.Lock()
 	w.relayErr = nil
 	newCommand := ok && st.Revision != w.relayStageRev
+	w.relayWarn = nil
+	if ok && st.Unknown != "" {
+		w.relayWarn = configWarning(log, fmt.Sprintf("relay of source %q", w.source), w.cfg.Clock.Now(), newCommand,
+			valueNotes{key: w.cfg.Store.Keys().RelayStage(w.source), unknown: strings.Split(st.Unknown, ", ")})
+	}
 	if ok {
 		w.relayStageRev = st.Revision
 	}
@@ -749,7 +757,7 @@ func (w *SourceWorker) reconcileRelay(ctx context.Context) error {
 		if r != nil {
 			log.Info("relay stage deleted; stopping relay")
 			w.mu.Lock()
-			w.relay, w.relayStageRev = nil, 0
+			w.relay, w.relayStageRev, w.relayWarn = nil, 0, nil
 			w.mu.Unlock()
 			r.Close()
 		}

@@ -682,3 +682,22 @@ func TestSourceWorkerUnknownConfigFieldIsAWarning(t *testing.T) {
 		`"meta":{"binlog-name":"mariadb-bin.000001"},"target-database":{"host":"127.0.0.1"}}`)
 	within(t, 5*time.Second, "warning cleared", func() bool { return !e.taskError("u1", CodeConfigUnknownField) })
 }
+
+func TestSourceWorkerUnknownRelayStageFieldIsAWarning(t *testing.T) {
+	e := startSW(t, 2)
+	e.sw.EnableRelay(e.ctx())
+	key := e.master.Keys().RelayStage(testSource)
+	e.putRaw(key, `{"expect":"Running","x-relay-extra":1}`)
+	warned := func() bool {
+		for _, te := range e.sw.Status().Errors {
+			if te.Task == "" && te.Code == CodeConfigUnknownField && strings.Contains(te.Message, "x-relay-extra") &&
+				strings.Contains(te.Message, key) {
+				return true
+			}
+		}
+		return false
+	}
+	within(t, 5*time.Second, "config-unknown-field warning for the relay stage", warned)
+	e.putRaw(key, `{"expect":"Running"}`)
+	within(t, 5*time.Second, "warning cleared", func() bool { return !warned() })
+}
