@@ -119,38 +119,7 @@ func TestTLSWrongTargetCA(t *testing.T) {
 	r, files := startTLSReplication(t, false, rightCA, otherCA, false)
 	r.src.Exec(t, "INSERT INTO crash.accounts VALUES (1, 'a', 1, NULL, 0, 'basic', NULL, NOW(6), NULL, NULL)")
 
-	var failed subtaskDoc
-	waitFor(t, 30*time.Second, "the subtask pauses with a TLS error", func() bool {
-		d, err := r.subtask()
-		if err != nil || d.Stage != "Paused" || len(d.Errors) == 0 {
-			return false
-		}
-		failed = d
-		return true
-	})
-	e := failed.Errors[0]
-	if e.Resumable {
-		t.Errorf("error is resumable: %+v", e)
-	}
-	for _, want := range []string{files.OtherCA, "target-database.security.ssl-ca", `task "` + replTask + `"`} {
-		if !strings.Contains(e.Message, want) {
-			t.Errorf("error message does not name %q: %s", want, e.Message)
-		}
-	}
-	// The checker (backoff 200ms..1s) must leave it alone: the subtask
-	// stays paused with the same error for several backoff periods.
-	until := time.Now().Add(4 * time.Second)
-	for time.Now().Before(until) {
-		d, err := r.subtask()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Stage != "Paused" || len(d.Errors) == 0 || d.Errors[0].Message != e.Message {
-			t.Fatalf("the subtask did not stay paused with the TLS error: %v", d)
-		}
-		time.Sleep(250 * time.Millisecond) // polling interval of a stability check, not synchronisation
-	}
-	t.Logf("status error: %s: %s", e.Code, e.Message)
+	r.waitPausedByTLS("", []string{files.OtherCA, "target-database.security.ssl-ca", `task "` + replTask + `"`}, 4*time.Second)
 	var n int
 	if err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME IN ('dm_meta', ?)", crashDB).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -204,6 +173,16 @@ func TestTLSWrongSourceCAStopsRelay(t *testing.T) {
 // non-resumable error naming the file, and the checker leaves it paused.
 func TestTLSWrongSourceCAWithoutRelay(t *testing.T) {
 	r, files := startTLSReplication(t, false, otherCA, rightCA, false)
+	r.waitPausedByTLS("db-tls", []string{files.OtherCA, "from.security.ssl-ca", `source "` + replSource + `"`}, 3*time.Second)
+}
+
+// waitPausedByTLS waits for the subtask to pause with a non-resumable error
+// (of code, unless code is "") whose message names each of wants, then
+// checks that it stays paused with that same error for stable: the
+// auto-resume checker (backoff 200ms..1s) must leave it alone.
+func (r *replication) waitPausedByTLS(code string, wants []string, stable time.Duration) {
+	t := r.t
+	t.Helper()
 	var failed subtaskDoc
 	waitFor(t, 30*time.Second, "the subtask pauses with a TLS error", func() bool {
 		d, err := r.subtask()
@@ -214,15 +193,15 @@ func TestTLSWrongSourceCAWithoutRelay(t *testing.T) {
 		return true
 	})
 	e := failed.Errors[0]
-	if e.Resumable || e.Code != "db-tls" {
-		t.Errorf("error: code %q resumable %v, want db-tls, not resumable: %s", e.Code, e.Resumable, e.Message)
+	if e.Resumable || (code != "" && e.Code != code) {
+		t.Errorf("error: code %q resumable %v, want %q, not resumable: %s", e.Code, e.Resumable, code, e.Message)
 	}
-	for _, want := range []string{files.OtherCA, "from.security.ssl-ca", `source "` + replSource + `"`} {
+	for _, want := range wants {
 		if !strings.Contains(e.Message, want) {
 			t.Errorf("error message does not name %q: %s", want, e.Message)
 		}
 	}
-	until := time.Now().Add(3 * time.Second)
+	until := time.Now().Add(stable)
 	for time.Now().Before(until) {
 		d, err := r.subtask()
 		if err != nil {
