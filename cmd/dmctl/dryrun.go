@@ -19,6 +19,11 @@ func checkTaskFile(path string) (*config.TaskConfig, []*config.SubTaskConfig, er
 	if err != nil {
 		return nil, nil, fmt.Errorf("read task file: %w", err)
 	}
+	return checkTaskData(path, data)
+}
+
+// checkTaskData is checkTaskFile of data read from path.
+func checkTaskData(path string, data []byte) (*config.TaskConfig, []*config.SubTaskConfig, error) {
 	tc, subs, err := config.CheckTaskConfig(data)
 	switch {
 	case err != nil && tc == nil:

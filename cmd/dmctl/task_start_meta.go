@@ -70,12 +70,10 @@ func (o *startOptions) checkTaskFile(path string) (*config.TaskConfig, []*config
 			}
 		}
 	}
-	tc, subs, err := config.CheckTaskConfig(data)
+	tc, subs, err := checkTaskData(path, data)
 	switch {
-	case err != nil && tc == nil:
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	case err != nil:
-		return tc, nil, fmt.Errorf("task file %s is invalid; fix these fields:\n%w", path, err)
+		return tc, nil, err
 	case !strings.EqualFold(tc.TaskMode, config.ModeIncremental):
 		return tc, nil, fmt.Errorf("--start-time applies to task-mode incremental; task %s is %s (full and all start from a dump)",
 			tc.Name, tc.TaskMode)
