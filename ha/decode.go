@@ -220,7 +220,7 @@ func decodeStage(what, key string, value []byte, source, task string, allowed fu
 	if err != nil {
 		return Stage{}, malformed(what, key, err)
 	}
-	st.Unknown = strings.Join(notes.Unknown, ", ")
+	st.Unknown = strings.Join(notes.Unknown, unknownSep)
 	// Names the value leaves out come from the key; names it gives must
 	// agree with the key.
 	if st.Source == "" {

@@ -1,6 +1,10 @@
 package ha
 
-import "github.com/dmworker/dm-worker/pkg/stage"
+import (
+	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/stage"
+)
 
 // Stage is the expected stage of a relay, subtask, validator or stream task
 // as written by the master (DESIGN.md §3).
@@ -18,10 +22,22 @@ type Stage struct {
 	IsDeleted bool `json:"-"`
 	// Revision is the etcd ModRevision of the value (or of the delete).
 	Revision int64 `json:"-"`
-	// Unknown lists, comma-separated, the paths of fields of the value the
-	// worker does not know (not used; to be reported, never dropped
-	// silently); "" when none. A string keeps Stage comparable.
+	// Unknown lists, joined by unknownSep, the paths of fields of the value
+	// the worker does not know (not used; to be reported, never dropped
+	// silently); "" when none. A string keeps Stage comparable; read it with
+	// UnknownFields.
 	Unknown string `json:"-"`
+}
+
+// unknownSep joins the paths in Stage.Unknown.
+const unknownSep = ", "
+
+// UnknownFields returns the paths of Unknown, nil when there are none.
+func (s Stage) UnknownFields() []string {
+	if s.Unknown == "" {
+		return nil
+	}
+	return strings.Split(s.Unknown, unknownSep)
 }
 
 // WorkerInfo is the value of P/worker/info/{worker}.

@@ -76,7 +76,7 @@ func (w *SourceWorker) subTaskWarning(item *ha.SubTaskItem, changed bool, log *z
 		key   string
 	}{{item.Stage, keys.SubTaskStage(w.source, item.Name)}, {item.ValidatorStage, keys.ValidatorStage(w.source, item.Name)}} {
 		if st.stage != nil && st.stage.Unknown != "" {
-			values = append(values, valueNotes{key: st.key, unknown: strings.Split(st.stage.Unknown, ", ")})
+			values = append(values, valueNotes{key: st.key, unknown: st.stage.UnknownFields()})
 		}
 	}
 	return configWarning(log, fmt.Sprintf("subtask %q", item.Name), w.cfg.Clock.Now(), changed, values...)

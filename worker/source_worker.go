@@ -746,7 +746,7 @@ func (w *SourceWorker) reconcileRelay(ctx context.Context) error {
 	w.relayWarn = nil
 	if ok && st.Unknown != "" {
 		w.relayWarn = configWarning(log, fmt.Sprintf("relay of source %q", w.source), w.cfg.Clock.Now(), newCommand,
-			valueNotes{key: w.cfg.Store.Keys().RelayStage(w.source), unknown: strings.Split(st.Unknown, ", ")})
+			valueNotes{key: w.cfg.Store.Keys().RelayStage(w.source), unknown: st.UnknownFields()})
 	}
 	if ok {
 		w.relayStageRev = st.Revision
