@@ -12,8 +12,8 @@ GOBIN_DIR := $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 FAILPOINT_CTL ?= $(GOBIN_DIR)/failpoint-ctl
 
 # Directories whose failpoints (failpoint.Inject markers) are rewritten into live code while the
-# failpoint tests run, e.g. `FAILPOINT_PKGS := ./unit/sync ./relay`. Empty: no failpoint tests yet.
-FAILPOINT_PKGS ?= ./unit/sync
+# failpoint tests run, e.g. `FAILPOINT_PKGS := ./unit/syncer ./relay`. Empty: no failpoint tests yet.
+FAILPOINT_PKGS ?= ./unit/syncer
 # Test files that need live failpoints carry `//go:build failpoint`; the packages holding such
 # files are run once more, with -tags failpoint, while FAILPOINT_PKGS are enabled.
 # Only the tests written for live failpoints run in that pass; the packages' other tests already ran.

@@ -6,7 +6,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/unit"
-	syncer "github.com/dmworker/dm-worker/unit/sync"
+	"github.com/dmworker/dm-worker/unit/syncer"
 )
 
 // FactoryBuilder builds the unit factory of one bound source. relay returns

@@ -28,7 +28,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/version"
 	"github.com/dmworker/dm-worker/relay"
-	syncer "github.com/dmworker/dm-worker/unit/sync"
+	"github.com/dmworker/dm-worker/unit/syncer"
 	"github.com/dmworker/dm-worker/worker"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/secret"
-	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
+	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // startOptions are the flags of "task start" that act on the target and

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
-	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
+	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // metaEnv is an etcd harness with source mysql-01 on a real MariaDB with

@@ -19,7 +19,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit"
-	syncer "github.com/dmworker/dm-worker/unit/sync"
+	"github.com/dmworker/dm-worker/unit/syncer"
 )
 
 // Parameters of the sync benchmark.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
-	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
+	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // TestRemoveTaskMeta writes checkpoints and safe points of two tasks with

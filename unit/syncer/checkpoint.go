@@ -8,7 +8,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/unit/sync/syncmeta"
+	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // Tables of the meta schema owned by the sync unit (package syncmeta names

@@ -47,8 +47,8 @@ func TestCrashAtFaultPoints(t *testing.T) {
 	tests := []struct {
 		name, failpoint string
 	}{
-		{"after batch", "github.com/dmworker/dm-worker/unit/sync/SyncCrashAfterBatch=5*off->return(true)"},
-		{"after ddl", "github.com/dmworker/dm-worker/unit/sync/SyncCrashAfterDDL=2*off->return(true)"},
+		{"after batch", "github.com/dmworker/dm-worker/unit/syncer/SyncCrashAfterBatch=5*off->return(true)"},
+		{"after ddl", "github.com/dmworker/dm-worker/unit/syncer/SyncCrashAfterDDL=2*off->return(true)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
