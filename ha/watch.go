@@ -10,6 +10,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/backoff"
 )
 
 // Item is one key of a watched prefix as the watcher saw it.
@@ -91,32 +93,32 @@ func (o WatchOptions) withDefaults() WatchOptions {
 // Watch lists prefix at revision R, calls h.Resync, and watches from R+1
 // (with clientv3.WithRequireLeader), calling h.Changed for every event. On
 // compaction, no leader, a closed watch channel, any other watch error or a
-// handler error it backs off (exponential with jitter, reset after a healthy
-// period) and starts over from a fresh snapshot. Watch blocks until ctx is
-// done and then returns ctx.Err(). It starts no goroutine of its own; the
-// client's watch goroutines are released by cancelling the watch context on
-// every restart and on return.
+// handler error it backs off (pkg/backoff from BackoffMin to BackoffMax,
+// reset after a healthy period) and starts over from a fresh snapshot.
+// Watch blocks until ctx is done and then returns ctx.Err(). It starts no
+// goroutine of its own; the client's watch goroutines are released by
+// cancelling the watch context on every restart and on return.
 func Watch[T any](ctx context.Context, cli *clientv3.Client, prefix string, dec Decoder[T], h Handler[T], opts WatchOptions) error {
 	opts = opts.withDefaults()
 	w := &watchLoop[T]{cli: cli, prefix: prefix, dec: dec, h: h, opts: opts,
 		lg: opts.Logger.With(zap.String("prefix", prefix))}
-	bo := backoff{min: opts.BackoffMin, max: opts.BackoffMax}
+	bo := backoff.New(opts.BackoffMin, opts.BackoffMax)
 	for {
 		end := w.once(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if end.watched >= opts.HealthyAfter {
-			bo.reset()
+			bo.Reset()
 		}
-		delay := bo.next()
+		delay := bo.Next()
 		w.lg.Warn("watch restarts from a fresh snapshot",
 			zap.String("reason", end.reason), zap.Int64("rev", end.rev),
 			zap.Duration("backoff", delay), zap.Error(end.err))
 		if opts.OnRestart != nil {
 			opts.OnRestart(end.reason)
 		}
-		if !sleepCtx(ctx, delay) {
+		if !backoff.Sleep(ctx, backoff.RealClock{}, delay) {
 			return ctx.Err()
 		}
 	}

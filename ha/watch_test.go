@@ -274,22 +274,6 @@ func TestWatchSingleKey(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := backoff{min: 100 * time.Millisecond, max: time.Second}
-	steps := []time.Duration{100, 200, 400, 800, 1000, 1000}
-	for i, step := range steps {
-		step *= time.Millisecond
-		d := b.next()
-		if d < step/2 || d > step {
-			t.Fatalf("attempt %d: delay %s outside [%s, %s]", i, d, step/2, step)
-		}
-	}
-	b.reset()
-	if d := b.next(); d > 100*time.Millisecond {
-		t.Fatalf("after reset: delay %s, want <= 100ms", d)
-	}
-}
-
 // verifyNoLeak waits up to d for the goroutines not ignored to end: the
 // client's watch stream shuts down asynchronously after its last watcher is
 // cancelled.
