@@ -14,35 +14,29 @@ import (
 	"github.com/dmworker/dm-worker/config"
 )
 
-// ErrKeepaliveClosed is returned by SetTTL after Close.
-var ErrKeepaliveClosed = errors.New("ha: keepalive closed")
-
 // Keepalive holds the worker's lease and keeps P/worker/keepalive/{worker}
-// alive on it. Its one goroutine (per lease) is stopped by SetTTL (for the
-// old lease) and by Close; Close must be called to release it.
+// alive on it. Its one goroutine is stopped by Close, which must be called
+// to release it.
 type Keepalive struct {
-	store  *Store
-	info   KeepaliveInfo
-	parent context.Context // bounds the lifetime of the keep-alive goroutines
-	lg     *zap.Logger
+	store *Store
+	info  KeepaliveInfo
+	lg    *zap.Logger
+	// lease, stop and done are set by StartKeepalive and never change.
+	lease clientv3.LeaseID
+	stop  context.CancelFunc // stops the goroutine keeping lease alive
+	done  chan struct{}      // closed when that goroutine has returned
 
 	lost     chan struct{} // closed once by markLost; never by Close
 	lostOnce sync.Once
 
-	opMu sync.Mutex // serialises SetTTL and Close; held across their etcd calls
-
-	mu     sync.Mutex
-	lease  clientv3.LeaseID
-	stop   context.CancelFunc // stops the goroutine keeping lease alive
-	done   chan struct{}      // closed when that goroutine has returned
+	mu     sync.Mutex // serialises Close; held across its etcd calls
 	closed bool
 }
 
 // StartKeepalive grants a lease with ttl (rounded up to whole seconds), puts
 // the keepalive key {"name","join-time"} on it, and keeps it alive in a
-// goroutine it owns until Close, SetTTL (which moves to a new lease), the
-// loss of the lease, or ctx is done (then the lease is left to expire and
-// no loss is reported).
+// goroutine it owns until Close, the loss of the lease, or ctx is done (then
+// the lease is left to expire and no loss is reported).
 func (s *Store) StartKeepalive(ctx context.Context, worker string, ttl time.Duration, logger *zap.Logger) (*Keepalive, error) {
 	if err := config.ValidateName("worker", worker); err != nil {
 		return nil, fmt.Errorf("ha: start keepalive: %w", err)
@@ -51,29 +45,22 @@ func (s *Store) StartKeepalive(ctx context.Context, worker string, ttl time.Dura
 		logger = zap.NewNop()
 	}
 	k := &Keepalive{
-		store:  s,
-		info:   KeepaliveInfo{Name: worker, JoinTime: time.Now().UTC().Format(time.RFC3339)},
-		parent: ctx,
-		lg:     logger.With(zap.String("worker", worker)),
-		lost:   make(chan struct{}),
+		store: s,
+		info:  KeepaliveInfo{Name: worker, JoinTime: time.Now().UTC().Format(time.RFC3339)},
+		lg:    logger.With(zap.String("worker", worker)),
+		lost:  make(chan struct{}),
 	}
 	lease, deadline, rev, err := k.attach(ctx, ttl)
 	if err != nil {
 		return nil, err
 	}
-	stop, done := k.start(lease, deadline, rev)
-	k.mu.Lock()
-	k.lease, k.stop, k.done = lease, stop, done
-	k.mu.Unlock()
+	k.lease = lease
+	k.stop, k.done = k.start(ctx, lease, deadline, rev)
 	return k, nil
 }
 
-// LeaseID returns the current lease; it changes after SetTTL.
-func (k *Keepalive) LeaseID() clientv3.LeaseID {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.lease
-}
+// LeaseID returns the lease the keepalive key is on.
+func (k *Keepalive) LeaseID() clientv3.LeaseID { return k.lease }
 
 // Lost is closed when the lease is lost: revoked, expired, or not renewed
 // within its TTL (etcd unreachable). Close never closes it. After a loss the
@@ -81,57 +68,18 @@ func (k *Keepalive) LeaseID() clientv3.LeaseID {
 // one.
 func (k *Keepalive) Lost() <-chan struct{} { return k.lost }
 
-// SetTTL moves the key to a new lease with the new TTL without the key ever
-// disappearing: grant a new lease, put the key with it (which detaches it
-// from the old lease), then revoke the old lease. Keys the caller attached
-// to the old lease (status) must be put again with LeaseID().
-func (k *Keepalive) SetTTL(ctx context.Context, ttl time.Duration) error {
-	k.opMu.Lock()
-	defer k.opMu.Unlock()
-	k.mu.Lock()
-	closed := k.closed
-	k.mu.Unlock()
-	if closed {
-		return ErrKeepaliveClosed
-	}
-
-	lease, deadline, rev, err := k.attach(ctx, ttl)
-	if err != nil {
-		return err
-	}
-	stop, done := k.start(lease, deadline, rev)
-	k.mu.Lock()
-	old, oldStop, oldDone := k.lease, k.stop, k.done
-	k.lease, k.stop, k.done = lease, stop, done
-	k.mu.Unlock()
-
-	oldStop()
-	<-oldDone
-	if err := k.revoke(ctx, old); err != nil {
-		// The key is on the new lease already; the old one expires alone.
-		k.lg.Warn("revoke the previous keepalive lease", zap.Int64("lease", int64(old)), zap.Error(err))
-	}
-	k.lg.Info("keepalive moved to a new lease", zap.Int64("lease", int64(lease)), zap.Duration("ttl", ttl))
-	return nil
-}
-
 // Close stops keeping alive and revokes the lease, so the key (and anything
 // else on the lease) disappears. It is idempotent.
 func (k *Keepalive) Close(ctx context.Context) error {
-	k.opMu.Lock()
-	defer k.opMu.Unlock()
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.closed {
-		k.mu.Unlock()
 		return nil
 	}
 	k.closed = true
-	lease, stop, done := k.lease, k.stop, k.done
-	k.mu.Unlock()
-
-	stop()
-	<-done
-	return k.revoke(ctx, lease)
+	k.stop()
+	<-k.done
+	return k.revoke(ctx, k.lease)
 }
 
 // attach grants a lease with ttl and puts the keepalive key on it. The
@@ -168,10 +116,10 @@ func (k *Keepalive) revoke(ctx context.Context, lease clientv3.LeaseID) error {
 	return nil
 }
 
-// start runs the goroutine keeping lease alive; stop ends it and done is
-// closed when it has returned.
-func (k *Keepalive) start(lease clientv3.LeaseID, deadline time.Time, rev int64) (stop context.CancelFunc, done chan struct{}) {
-	ctx, cancel := context.WithCancel(k.parent)
+// start runs the goroutine keeping lease alive until ctx is done; stop ends
+// it and done is closed when it has returned.
+func (k *Keepalive) start(ctx context.Context, lease clientv3.LeaseID, deadline time.Time, rev int64) (stop context.CancelFunc, done chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
 	done = make(chan struct{})
 	go func() {
 		defer close(done)

@@ -2,11 +2,9 @@ package ha
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -86,9 +84,6 @@ func TestKeepaliveLifecycle(t *testing.T) {
 		t.Fatal("Close reported a lease loss")
 	default:
 	}
-	if err := ka.SetTTL(ctx, time.Second); !errors.Is(err, ErrKeepaliveClosed) {
-		t.Fatalf("SetTTL after Close: %v", err)
-	}
 }
 
 func TestKeepaliveRevokedIsLost(t *testing.T) {
@@ -112,60 +107,4 @@ func TestKeepalivePartitionIsLost(t *testing.T) {
 	t.Cleanup(func() { c.Heal(t) }) // before Close in the cleanup order
 	// The client gives up at its last renewal + TTL and checks once a second.
 	waitLost(t, ka, ttl+1500*time.Millisecond)
-}
-
-func TestKeepaliveSetTTLKeepsKey(t *testing.T) {
-	s, _ := newStore(t)
-	ctx := t.Context()
-	ka := startKeepalive(t, s, "w1", 2*time.Second)
-	old := ka.LeaseID()
-	key := s.Keys().Keepalive("w1")
-	resp, err := s.Client().Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wch := s.Client().Watch(wctx, s.Keys().KeepalivePrefix(), clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-
-	if err := ka.SetTTL(ctx, 4*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if ka.LeaseID() == old {
-		t.Fatal("SetTTL kept the old lease")
-	}
-	ttlResp, err := s.Client().TimeToLive(ctx, old)
-	if err != nil || ttlResp.TTL != -1 {
-		t.Fatalf("old lease TTL = %+v, %v; want revoked (-1)", ttlResp, err)
-	}
-	ttlResp, err = s.Client().TimeToLive(ctx, ka.LeaseID(), clientv3.WithAttachedKeys())
-	if err != nil || ttlResp.GrantedTTL != 4 || len(ttlResp.Keys) != 1 || string(ttlResp.Keys[0]) != key {
-		t.Fatalf("new lease = %+v, %v; want TTL 4 with the keepalive key", ttlResp, err)
-	}
-
-	// A marker after SetTTL: every event before it must be a put.
-	if _, err := s.Client().Put(ctx, s.Keys().Keepalive("marker"), "x"); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(5 * time.Second)
-	for {
-		select {
-		case wresp := <-wch:
-			for _, ev := range wresp.Events {
-				if ev.Type == mvccpb.DELETE {
-					t.Fatalf("the keepalive key was deleted during SetTTL at revision %d", ev.Kv.ModRevision)
-				}
-				if string(ev.Kv.Key) == s.Keys().Keepalive("marker") {
-					select {
-					case <-ka.Lost():
-						t.Fatal("SetTTL reported a lease loss")
-					default:
-					}
-					return
-				}
-			}
-		case <-timeout:
-			t.Fatal("marker not seen")
-		}
-	}
 }
