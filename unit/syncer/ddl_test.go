@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/pingcap/tidb/pkg/parser"
-
 	"github.com/dmworker/dm-worker/config"
 )
 
@@ -16,12 +14,11 @@ func TestTranslateDDL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Syncer{
-		filter: newTableFilter(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
-		events: events,
-		router: newRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
-	}
-	d := &ddlApplier{r: &reader{s: s}, parser: parser.New()}
+	d := newDDLTranslator(
+		newTableFilter(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
+		events,
+		newRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
+	)
 	tests := []struct {
 		name, schema, query string
 		want                []targetDDL

@@ -157,7 +157,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		cur: cp.loc, txnEnd: cp.loc, gset: gset, safeUntil: safeUntil, pendingDDL: cp.pendingDDL,
 		saved: cp.loc, marked: cp.loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
-	r.ddl = newDDLApplier(r)
+	r.ddl = s.newDDLApplier(r)
 	if _, direct := opener.(*sourceOpener); direct {
 		r.silenceLimit = int(sourceSilenceLimit / idleTick)
 	}

@@ -1,0 +1,261 @@
+package syncer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+)
+
+// ddlTranslator turns the text of a query event into the statements to run
+// on the target: it selects the DDL of replicated tables (block-allow list,
+// binlog event filters) and routes their names. It only parses and
+// rewrites; it runs nothing.
+type ddlTranslator struct {
+	parser *parser.Parser
+	filter *tableFilter
+	events *eventFilter
+	router *router
+}
+
+func newDDLTranslator(filter *tableFilter, events *eventFilter, router *router) *ddlTranslator {
+	return &ddlTranslator{parser: parser.New(), filter: filter, events: events, router: router}
+}
+
+// translate parses a query event and returns the statements to run on the
+// target: DDL of selected tables that no filter rule ignores, with table
+// names routed. Other statements (grants, views, ...) yield nothing.
+func (x *ddlTranslator) translate(schema, query string) ([]targetDDL, error) {
+	nodes, _, err := x.parser.Parse(query, "", "")
+	if err != nil {
+		return nil, err
+	}
+	var out []targetDDL
+	for _, n := range nodes {
+		st, ok, err := x.translateOne(schema, query, n, len(nodes) == 1)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// tableNames collects every table name of a statement.
+type tableNames struct{ names []*ast.TableName }
+
+func (v *tableNames) Enter(n ast.Node) (ast.Node, bool) {
+	if t, ok := n.(*ast.TableName); ok {
+		v.names = append(v.names, t)
+	}
+	return n, false
+}
+
+func (v *tableNames) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// ddlStmt is what translateOne learns about a statement before routing it:
+// the filter event it is, the table it is about (nil for a database
+// statement, then dbName names the database) and whether it was already
+// rewritten (narrowed, or IF NOT EXISTS added).
+type ddlStmt struct {
+	event   string
+	primary *ast.TableName
+	dbName  string
+	changed bool
+}
+
+// translateOne translates one statement of a query event (single: the
+// event holds only this one); ok is false when nothing is to run for it.
+func (x *ddlTranslator) translateOne(schema, query string, node ast.StmtNode, single bool) (targetDDL, bool, error) {
+	st, ok, err := x.classify(schema, query, node)
+	if !ok || err != nil {
+		return targetDDL{}, false, err
+	}
+	if st.primary == nil {
+		return x.translateDatabaseDDL(node, query, st)
+	}
+	return x.translateTableDDL(node, schema, query, st, single)
+}
+
+// classify names the filter event of a DDL statement and the table or
+// database it is about. DROP TABLE and RENAME TABLE are narrowed to the
+// tables that are kept. ok is false for a statement that is not replicated:
+// not DDL, a view, or a drop or rename of no kept table.
+func (x *ddlTranslator) classify(schema, query string, node ast.StmtNode) (st ddlStmt, ok bool, err error) {
+	switch n := node.(type) {
+	case *ast.CreateDatabaseStmt:
+		st.event, st.dbName = evCreateDatabase, n.Name.O
+		if !n.IfNotExists {
+			n.IfNotExists, st.changed = true, true
+		}
+	case *ast.DropDatabaseStmt:
+		st.event, st.dbName = evDropDatabase, n.Name.O
+	case *ast.AlterDatabaseStmt:
+		st.event, st.dbName = evAlterDatabase, n.Name.O
+		if n.AlterDefaultDatabase {
+			st.dbName = schema
+		}
+	case *ast.CreateTableStmt:
+		st.event, st.primary = evCreateTable, n.Table
+	case *ast.AlterTableStmt:
+		st.event, st.primary = evAlterTable, n.Table
+	case *ast.TruncateTableStmt:
+		st.event, st.primary = evTruncateTable, n.Table
+	case *ast.CreateIndexStmt:
+		st.event, st.primary = evCreateIndex, n.Table
+	case *ast.DropIndexStmt:
+		st.event, st.primary = evDropIndex, n.Table
+	case *ast.DropTableStmt:
+		if n.IsView {
+			return ddlStmt{}, false, nil
+		}
+		tables, err := keepWhere(n.Tables, func(t *ast.TableName) (bool, error) {
+			return x.kept(schema, query, t, evDropTable)
+		})
+		if err != nil || len(tables) == 0 {
+			return ddlStmt{}, false, err
+		}
+		st = ddlStmt{event: evDropTable, primary: tables[0], changed: len(tables) != len(n.Tables)}
+		n.Tables = tables
+	case *ast.RenameTableStmt:
+		renames, err := keepWhere(n.TableToTables, func(tt *ast.TableToTable) (bool, error) {
+			return x.kept(schema, query, tt.OldTable, evRenameTable)
+		})
+		if err != nil || len(renames) == 0 {
+			return ddlStmt{}, false, err
+		}
+		st = ddlStmt{event: evRenameTable, primary: renames[0].OldTable, changed: len(renames) != len(n.TableToTables)}
+		n.TableToTables = renames
+	default:
+		return ddlStmt{}, false, nil
+	}
+	return st, true, nil
+}
+
+// keepWhere returns the items keep accepts, in order, or keep's first error.
+func keepWhere[T any](items []T, keep func(T) (bool, error)) ([]T, error) {
+	out := items[:0:0]
+	for _, it := range items {
+		ok, err := keep(it)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, it)
+		}
+	}
+	return out, nil
+}
+
+// qualify names t in full: in schema, the event's default schema, when the
+// statement leaves the schema out.
+func qualify(t *ast.TableName, schema string) tableName {
+	db := t.Schema.O
+	if db == "" {
+		db = schema
+	}
+	return tableName{Schema: db, Table: t.Name.O}
+}
+
+// kept reports whether a statement's table is replicated: selected by
+// the block-allow list and not skipped by a filter rule (an Error rule
+// makes it an error).
+func (x *ddlTranslator) kept(schema, query string, t *ast.TableName, event string) (bool, error) {
+	n := qualify(t, schema)
+	if !x.filter.tableAllowed(n.Schema, n.Table) {
+		return false, nil
+	}
+	skip, err := x.events.skip(n.Schema, n.Table, event, query)
+	return !skip, err
+}
+
+// translateDatabaseDDL translates CREATE, DROP or ALTER DATABASE: nothing
+// for a database the block-allow list or a filter rule leaves out, else the
+// statement with the database name routed.
+func (x *ddlTranslator) translateDatabaseDDL(node ast.StmtNode, query string, st ddlStmt) (targetDDL, bool, error) {
+	if !x.filter.schemaAllowed(st.dbName) {
+		return targetDDL{}, false, nil
+	}
+	if skip, err := x.events.skip(st.dbName, "", st.event, query); skip || err != nil {
+		return targetDDL{}, false, err
+	}
+	routed := ast.NewCIStr(x.router.routeSchema(st.dbName))
+	switch n := node.(type) {
+	case *ast.CreateDatabaseStmt:
+		n.Name = routed
+	case *ast.DropDatabaseStmt:
+		n.Name = routed
+	case *ast.AlterDatabaseStmt:
+		n.Name, n.AlterDefaultDatabase = routed, false
+	}
+	return x.restore(node, query, "", true, nil)
+}
+
+// translateTableDDL translates a statement about st.primary: nothing when
+// that table is not kept, else the statement with every table name routed.
+// A CREATE TABLE whose table is routed elsewhere gets IF NOT EXISTS, since
+// many source tables may be merged into one target table.
+func (x *ddlTranslator) translateTableDDL(node ast.StmtNode, schema, query string, st ddlStmt, single bool) (targetDDL, bool, error) {
+	if ok, err := x.kept(schema, query, st.primary, st.event); !ok || err != nil {
+		return targetDDL{}, false, err
+	}
+	if ct, ok := node.(*ast.CreateTableStmt); ok && !ct.IfNotExists {
+		p := qualify(st.primary, schema)
+		if r := x.router.route(p.Schema, p.Table); r != p {
+			ct.IfNotExists = true
+		}
+	}
+	useSchema, ensure, routed := x.routeNames(node, schema, st.primary)
+	return x.restore(node, query, useSchema, st.changed || routed || !single, ensure)
+}
+
+// routeNames routes every table name of node in place, qualifying the
+// unqualified ones. It returns the schema to USE if the original text is
+// kept (the event's default schema when a name was unqualified), the target
+// schemas that must exist first (of the created table, of a rename's new
+// names) and whether any name was routed to another table.
+func (x *ddlTranslator) routeNames(node ast.StmtNode, schema string, primary *ast.TableName) (useSchema string, ensure []string, routed bool) {
+	v := &tableNames{}
+	node.Accept(v)
+	for _, t := range v.names {
+		if t.Schema.O == "" {
+			useSchema = schema
+		}
+		src := qualify(t, schema)
+		dst := x.router.route(src.Schema, src.Table)
+		if dst != src || t.Schema.O == "" {
+			routed = routed || dst != src
+			t.Schema, t.Name = ast.NewCIStr(dst.Schema), ast.NewCIStr(dst.Table)
+		}
+		if _, isCreate := node.(*ast.CreateTableStmt); isCreate && t == primary {
+			ensure = append(ensure, dst.Schema)
+		}
+		if rt, isRename := node.(*ast.RenameTableStmt); isRename {
+			for _, tt := range rt.TableToTables {
+				if tt.NewTable == t {
+					ensure = append(ensure, dst.Schema)
+				}
+			}
+		}
+	}
+	return useSchema, ensure, routed
+}
+
+// restore returns the statement's SQL: the original text (run in schema,
+// the event's default schema when the text has unqualified names) when nothing was rewritten and the event held one
+// statement, else the parser's restored text with every name qualified.
+func (x *ddlTranslator) restore(node ast.StmtNode, query, schema string, rewritten bool, ensure []string) (targetDDL, bool, error) {
+	if !rewritten {
+		return targetDDL{sql: query, schema: schema, ensureSchemas: ensure}, true, nil
+	}
+	var b strings.Builder
+	if err := node.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err != nil {
+		return targetDDL{}, false, fmt.Errorf("restore routed DDL: %w", err)
+	}
+	return targetDDL{sql: b.String(), ensureSchemas: ensure}, true, nil
+}
