@@ -3,6 +3,7 @@ package ha
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -32,8 +34,6 @@ func newStore(t *testing.T) (*Store, *etcdtest.Cluster) {
 type recorder[T any] struct {
 	changedErr func(Item[T]) error // optional failure injection
 
-	notify chan struct{} // a signal after every call; buffered 1
-
 	mu      sync.Mutex
 	state   map[string]Item[T]
 	resyncs []resyncCall[T]
@@ -46,7 +46,7 @@ type resyncCall[T any] struct {
 }
 
 func newRecorder[T any]() *recorder[T] {
-	return &recorder[T]{notify: make(chan struct{}, 1), state: make(map[string]Item[T])}
+	return &recorder[T]{state: make(map[string]Item[T])}
 }
 
 func (r *recorder[T]) Resync(_ context.Context, items []Item[T], rev int64) error {
@@ -57,14 +57,12 @@ func (r *recorder[T]) Resync(_ context.Context, items []Item[T], rev int64) erro
 	}
 	r.resyncs = append(r.resyncs, resyncCall[T]{rev: rev, items: slices.Clone(items)})
 	r.mu.Unlock()
-	r.signal()
 	return nil
 }
 
 func (r *recorder[T]) Changed(_ context.Context, it Item[T]) error {
 	if r.changedErr != nil {
 		if err := r.changedErr(it); err != nil {
-			r.signal()
 			return err
 		}
 	}
@@ -76,35 +74,21 @@ func (r *recorder[T]) Changed(_ context.Context, it Item[T]) error {
 	}
 	r.events = append(r.events, it)
 	r.mu.Unlock()
-	r.signal()
 	return nil
 }
 
-func (r *recorder[T]) signal() {
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
-}
-
-// waitFor waits until cond, evaluated under the recorder's lock, holds.
+// waitFor waits until cond, evaluated under the recorder's lock, holds; a
+// timeout reports what the recorder had seen by then.
 func (r *recorder[T]) waitFor(t *testing.T, d time.Duration, what string, cond func(r *recorder[T]) bool) {
 	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
+	testutil.Eventually(t, d, what, func() error {
 		r.mu.Lock()
-		ok := cond(r)
-		r.mu.Unlock()
-		if ok {
-			return
+		defer r.mu.Unlock()
+		if cond(r) {
+			return nil
 		}
-		select {
-		case <-r.notify:
-		case <-timer.C:
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-	}
+		return fmt.Errorf("%d resyncs and %d events seen, local keys %v", len(r.resyncs), len(r.events), r.keys())
+	})
 }
 
 // keys returns the keys of the local state, sorted.
@@ -161,6 +145,13 @@ func (r *reasons) add(reason string) {
 	r.mu.Lock()
 	r.list = append(r.list, reason)
 	r.mu.Unlock()
+}
+
+// snapshot returns a copy of the reasons recorded so far.
+func (r *reasons) snapshot() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.list)
 }
 
 func (r *reasons) has(reason string) bool {

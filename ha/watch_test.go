@@ -3,6 +3,7 @@ package ha
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // rawString is a Decoder that keeps values as strings.
@@ -67,7 +69,7 @@ func TestWatchRelistsAfterCompaction(t *testing.T) {
 		return len(r.resyncs) >= 2 && r.resyncs[len(r.resyncs)-1].rev >= compacted
 	})
 	if !rs.has(RestartCompacted) {
-		t.Errorf("restart reasons = %v, want %q among them", rs.list, RestartCompacted)
+		t.Errorf("restart reasons = %v, want %q among them", rs.snapshot(), RestartCompacted)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -121,13 +123,12 @@ func TestWatchStartsWhileEtcdDown(t *testing.T) {
 	rec := newRecorder[string]()
 	var rs reasons
 	startWatch(t, cli, "/w/", rawString, rec, WatchOptions{OnRestart: rs.add, ListTimeout: 200 * time.Millisecond})
-	deadline := time.Now().Add(5 * time.Second)
-	for !rs.has(RestartDisconnected) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q restart while etcd is down; reasons %v", RestartDisconnected, rs.list)
+	testutil.Eventually(t, 5*time.Second, "a "+RestartDisconnected+" restart while etcd is down", func() error {
+		if !rs.has(RestartDisconnected) {
+			return fmt.Errorf("restart reasons %v", rs.snapshot())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	c.Restart(t)
 	rec.waitFor(t, 15*time.Second, "resync after etcd is back", func(r *recorder[string]) bool {
 		return len(r.resyncs) == 1 && len(r.state) == 1
@@ -185,8 +186,8 @@ func TestWatchMalformedValueIsPerKey(t *testing.T) {
 	if b.Err != nil || b.Value.Expect != stage.Paused || b.Value.Revision != revB {
 		t.Errorf("b event = %+v", b)
 	}
-	if len(rs.list) != 0 {
-		t.Errorf("malformed values restarted the watch: %v", rs.list)
+	if len(rs.snapshot()) != 0 {
+		t.Errorf("malformed values restarted the watch: %v", rs.snapshot())
 	}
 }
 
@@ -224,7 +225,7 @@ func TestWatchHandlerErrorRelistsAndNoLeak(t *testing.T) {
 		return ok
 	})
 	if !rs.has(RestartHandlerError) {
-		t.Errorf("restart reasons = %v, want %q", rs.list, RestartHandlerError)
+		t.Errorf("restart reasons = %v, want %q", rs.snapshot(), RestartHandlerError)
 	}
 	// Cancel only once the new watch is established: the etcd client keeps
 	// a grpc stream open (and reuses it for the next watch on the client)
@@ -247,6 +248,9 @@ func TestWatchHandlerErrorRelistsAndNoLeak(t *testing.T) {
 	verifyNoLeak(t, 5*time.Second, ignore)
 }
 
+// TestWatchSingleKey: with SingleKey the prefix is one exact key, so the
+// bound of worker "w10" is neither listed nor delivered to a watch of the
+// bound of "w1", whose key is a prefix of it.
 func TestWatchSingleKey(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := t.Context()
@@ -279,15 +283,5 @@ func TestWatchSingleKey(t *testing.T) {
 // cancelled.
 func verifyNoLeak(t *testing.T, d time.Duration, opts ...goleak.Option) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := goleak.Find(opts...)
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines leaked: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, d, "no leaked goroutines", func() error { return goleak.Find(opts...) })
 }
