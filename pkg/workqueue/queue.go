@@ -1,16 +1,17 @@
 // Package workqueue is a keyed work queue in the manner of client-go's: a
 // key added many times before it is processed is processed once, a key is
 // never handed to two workers at the same time, and a key that failed can be
-// re-added after a per-key exponential backoff.
+// re-added after a per-key exponential backoff (pkg/backoff).
 //
 // It owns only queue bookkeeping; what a key means is the caller's business.
 package workqueue
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/dmworker/dm-worker/pkg/backoff"
 )
 
 // Queue is a deduplicating queue of string keys. The zero value is not
@@ -22,23 +23,23 @@ type Queue struct {
 
 	mu         sync.Mutex
 	cond       *sync.Cond
-	order      []string            // keys ready to hand out, FIFO
-	dirty      map[string]struct{} // keys waiting (in order, or re-added while processing)
-	processing map[string]struct{} // keys handed out and not yet Done
-	failures   map[string]int      // consecutive failures per key, for backoff
+	order      []string                    // keys ready to hand out, FIFO
+	dirty      map[string]struct{}         // keys waiting (in order, or re-added while processing)
+	processing map[string]struct{}         // keys handed out and not yet Done
+	backoffs   map[string]*backoff.Backoff // per key with a failure since its last Forget
 	timers     map[string]*time.Timer
 	shutdown   bool
 }
 
 // New returns a queue whose AddRateLimited delays grow from backoffMin,
-// doubling per consecutive failure, capped at backoffMax.
+// doubling per consecutive failure, capped at backoffMax (see pkg/backoff).
 func New(backoffMin, backoffMax time.Duration) *Queue {
 	q := &Queue{
 		backoffMin: backoffMin,
 		backoffMax: backoffMax,
 		dirty:      make(map[string]struct{}),
 		processing: make(map[string]struct{}),
-		failures:   make(map[string]int),
+		backoffs:   make(map[string]*backoff.Backoff),
 		timers:     make(map[string]*time.Timer),
 	}
 	q.cond = sync.NewCond(&q.mu)
@@ -76,14 +77,12 @@ func (q *Queue) AddRateLimited(key string) {
 	if q.shutdown {
 		return
 	}
-	n := q.failures[key]
-	q.failures[key] = n + 1
-	d := q.backoffMin << min(n, 30)
-	if d <= 0 || d > q.backoffMax {
-		d = q.backoffMax
+	b, ok := q.backoffs[key]
+	if !ok {
+		b = backoff.New(q.backoffMin, q.backoffMax)
+		q.backoffs[key] = b
 	}
-	// Jitter of up to 10 % keeps many failing keys from retrying in step.
-	d += time.Duration(rand.Int64N(int64(d)/10 + 1))
+	d := b.Next()
 	if t, ok := q.timers[key]; ok {
 		t.Stop()
 	}
@@ -99,7 +98,7 @@ func (q *Queue) AddRateLimited(key string) {
 func (q *Queue) Forget(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.failures, key)
+	delete(q.backoffs, key)
 }
 
 // Get blocks until a key is ready, the queue is shut down, or ctx is done.

@@ -2,11 +2,15 @@ package workqueue
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/dmworker/dm-worker/pkg/backoff"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -74,16 +78,23 @@ func TestNoConcurrentProcessingOfOneKey(t *testing.T) {
 			}
 		}()
 	}
+	// Deferred, so that the workers also end when the wait below fails.
+	stop := sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		q.ShutDown()
+	})
+	defer stop()
 	for i := range 5000 {
 		q.Add(string(rune('a' + i%5)))
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for q.Len() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	wg.Wait()
-	q.ShutDown()
+	testutil.Eventually(t, 5*time.Second, "the workers to drain the queue", func() error {
+		if n := q.Len(); n > 0 {
+			return fmt.Errorf("%d keys still waiting", n)
+		}
+		return nil
+	})
+	stop()
 	if failed {
 		t.Fatal("a key was processed by two workers at once")
 	}
@@ -104,7 +115,9 @@ func TestRateLimitedBackoffGrowsAndForgetResets(t *testing.T) {
 		delays = append(delays, time.Since(start))
 		q.Done(k)
 	}
-	if delays[0] < 20*time.Millisecond || delays[1] < 40*time.Millisecond || delays[2] < 80*time.Millisecond {
+	// Each delay is at least its step (20, 40, 80ms) less the jitter.
+	low := func(step time.Duration) time.Duration { return time.Duration(float64(step) * (1 - backoff.Jitter)) }
+	if delays[0] < low(20*time.Millisecond) || delays[1] < low(40*time.Millisecond) || delays[2] < low(80*time.Millisecond) {
 		t.Fatalf("backoff did not grow: %v", delays)
 	}
 	if delays[3] > 80*time.Millisecond*3 {
