@@ -57,9 +57,9 @@ func (h *harness) run(args ...string) result {
 	return runDmctl(h.t, full...)
 }
 
-// runJSON runs dmctl with --output json, requires success and decodes
-// stdout into v.
-func (h *harness) runJSON(v any, args ...string) {
+// runJSON runs dmctl with --output json, requires success, decodes
+// stdout into v and returns the run.
+func (h *harness) runJSON(v any, args ...string) result {
 	h.t.Helper()
 	r := h.run(append([]string{"--output", "json"}, args...)...)
 	if r.code != 0 {
@@ -68,6 +68,7 @@ func (h *harness) runJSON(v any, args ...string) {
 	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
 		h.t.Fatalf("dmctl %v: stdout is not one JSON document: %v\n%s", args, err, r.stdout)
 	}
+	return r
 }
 
 // ok runs dmctl and requires exit 0.
