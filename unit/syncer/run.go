@@ -82,82 +82,26 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		return errs.New(CodeConfig, false, "sync: Process before a successful Init")
 	}
 	s.setStuck(nil)
-	if s.unsaved != nil {
-		if err := s.saveCheckpoint(ctx, *s.unsaved); err != nil {
-			return err
-		}
-	}
-	cp, found, err := s.store.load(ctx)
+	start, err := s.startPoint(ctx)
 	if err != nil {
 		return err
 	}
-	if !found {
-		m := s.cfg.Meta
-		if m.BinlogName == "" && m.BinlogGTID == "" {
-			return errs.New(CodeConfig, false,
-				"sync: subtask %q has no checkpoint and its meta names no binlog-name or binlog-gtid to start from; set meta", s.cfg.Name)
-		}
-		cp.loc = binlog.Location{Name: m.BinlogName, Pos: max(m.BinlogPos, config.MinBinlogPos), GTID: m.BinlogGTID}
-		if m.BinlogName == "" {
-			cp.loc.Pos = 0
-		}
-	}
-	safeUntil, err := s.store.maxSafePoint(ctx)
-	if err != nil {
-		return err
-	}
-	if !safeUntil.IsZero() && safeUntil.Compare(cp.loc) <= 0 {
-		safeUntil = binlog.Location{}
-	}
-	gset, err := mysql.ParseGTIDSet(s.flavor, cp.loc.GTID)
-	if err != nil {
-		return errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
-	}
-
-	var opener binlog.StreamOpener
-	if s.relay != nil {
-		opener = s.relay()
-	}
-	if opener == nil {
-		opener = newSourceOpener(s.src, s.source, s.flavor, s.serverID)
-	}
+	opener := s.streamOpener()
 	defer opener.Close()
-	stream, err := opener.Open(ctx, cp.loc)
+	stream, err := opener.Open(ctx, start.cp.loc)
 	if err != nil {
 		return readError(err)
 	}
-	s.logger.Info("sync unit starts reading binlog", zap.Stringer("from", cp.loc), zap.String("gtid", cp.loc.GTID),
-		zap.Stringer("safe-mode-until", safeUntil), zap.Stringer("pending-ddl", cp.pendingDDL))
+	s.logger.Info("sync unit starts reading binlog", zap.Stringer("from", start.cp.loc), zap.String("gtid", start.cp.loc.GTID),
+		zap.Stringer("safe-mode-until", start.safeUntil), zap.Stringer("pending-ddl", start.cp.pendingDDL))
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errRunEnded)
-	progress := make(chan struct{}, 1)
-	disp := newDispatcher(progress)
-	var wg sync.WaitGroup
-	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
-		w := &applyWorker{id: i, in: make(chan job, 2*s.cfg.Syncer.Batch), db: s.target, store: s.store,
-			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: progress,
-			floor: safeUntil, catchingUp: &disp.catchingUp}
-		disp.workers = append(disp.workers, w)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.run(runCtx); err != nil && runCtx.Err() == nil {
-				cancel(err)
-			}
-		}()
-	}
-	s.mu.Lock()
-	s.disp = disp
-	s.prog.checkpoint, s.prog.checkpointGTID = cp.loc.String(), cp.loc.GTID
-	s.prog.binlog, s.prog.gtid = cp.loc.String(), cp.loc.GTID
-	s.mu.Unlock()
+	disp := newDispatcher(make(chan struct{}, 1))
+	wg := s.startWorkers(runCtx, cancel, disp, start.safeUntil)
+	s.publishRunStart(disp, start.cp.loc)
 
-	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
-		cur: cp.loc, txnEnd: cp.loc, gset: gset, safeUntil: safeUntil, pendingDDL: cp.pendingDDL,
-		saved: cp.loc, marked: cp.loc, markedAt: time.Now(),
-		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
-	r.ddl = s.newDDLApplier(r)
+	r := s.newReader(disp, start)
 	if _, direct := opener.(*sourceOpener); direct {
 		r.silenceLimit = int(sourceSilenceLimit / idleTick)
 	}
@@ -170,15 +114,130 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if loc, ok := r.appliedMark(); ok && loc.Compare(r.saved) > 0 {
 		s.unsaved = &savedCheckpoint{loc: loc}
 	}
+	s.publishRunEnd()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return context.Cause(runCtx)
+}
+
+// runStart is where a run starts reading and what it knows from before.
+type runStart struct {
+	cp        savedCheckpoint
+	safeUntil binlog.Location // safe mode up to here; zero when not needed
+	gset      mysql.GTIDSet   // the GTID set of cp.loc
+}
+
+// startPoint saves what the last run could not, then returns the saved
+// checkpoint (or the subtask meta's location when there is none), how far
+// safe mode must go and the start's GTID set.
+func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
+	if s.unsaved != nil {
+		if err := s.saveCheckpoint(ctx, *s.unsaved); err != nil {
+			return runStart{}, err
+		}
+	}
+	cp, found, err := s.store.load(ctx)
+	if err != nil {
+		return runStart{}, err
+	}
+	if !found {
+		if cp.loc, err = s.metaStart(); err != nil {
+			return runStart{}, err
+		}
+	}
+	safeUntil, err := s.store.maxSafePoint(ctx)
+	if err != nil {
+		return runStart{}, err
+	}
+	if !safeUntil.IsZero() && safeUntil.Compare(cp.loc) <= 0 {
+		safeUntil = binlog.Location{}
+	}
+	gset, err := mysql.ParseGTIDSet(s.flavor, cp.loc.GTID)
+	if err != nil {
+		return runStart{}, errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
+	}
+	return runStart{cp: cp, safeUntil: safeUntil, gset: gset}, nil
+}
+
+// metaStart is the location the subtask's meta names, for a first run.
+func (s *Syncer) metaStart() (binlog.Location, error) {
+	m := s.cfg.Meta
+	if m.BinlogName == "" && m.BinlogGTID == "" {
+		return binlog.Location{}, errs.New(CodeConfig, false,
+			"sync: subtask %q has no checkpoint and its meta names no binlog-name or binlog-gtid to start from; set meta", s.cfg.Name)
+	}
+	loc := binlog.Location{Name: m.BinlogName, Pos: max(m.BinlogPos, config.MinBinlogPos), GTID: m.BinlogGTID}
+	if m.BinlogName == "" {
+		loc.Pos = 0
+	}
+	return loc, nil
+}
+
+// streamOpener is the relay reader while relay runs for the source, else a
+// replication connection of the unit's own.
+func (s *Syncer) streamOpener() binlog.StreamOpener {
+	var opener binlog.StreamOpener
+	if s.relay != nil {
+		opener = s.relay()
+	}
+	if opener == nil {
+		opener = newSourceOpener(s.src, s.source, s.flavor, s.serverID)
+	}
+	return opener
+}
+
+// startWorkers starts the configured number of apply workers on disp. A
+// worker that fails cancels ctx with its error; the caller waits for them
+// all on the returned WaitGroup after cancelling ctx.
+func (s *Syncer) startWorkers(ctx context.Context, cancel context.CancelCauseFunc, disp *dispatcher,
+	safeUntil binlog.Location) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
+		w := &applyWorker{id: i, in: make(chan job, 2*s.cfg.Syncer.Batch), db: s.target, store: s.store,
+			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: disp.progress,
+			floor: safeUntil, catchingUp: &disp.catchingUp}
+		disp.workers = append(disp.workers, w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.run(ctx); err != nil && ctx.Err() == nil {
+				cancel(err)
+			}
+		}()
+	}
+	return &wg
+}
+
+// publishRunStart shows a starting run's dispatcher and start location in
+// status.
+func (s *Syncer) publishRunStart(disp *dispatcher, loc binlog.Location) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disp = disp
+	s.prog.checkpoint, s.prog.checkpointGTID = loc.String(), loc.GTID
+	s.prog.binlog, s.prog.gtid = loc.String(), loc.GTID
+}
+
+// publishRunEnd clears what only a running run shows in status.
+func (s *Syncer) publishRunEnd() {
 	s.mu.Lock()
 	s.disp = nil
 	s.prog.eventTime = time.Time{}
 	s.mu.Unlock()
 	s.metrics.setLag(0)
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return context.Cause(runCtx)
+}
+
+// newReader returns the read loop state of a run that starts at start and
+// dispatches to disp.
+func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
+	loc := start.cp.loc
+	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
+		cur: loc, txnEnd: loc, gset: start.gset, safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
+		saved: loc, marked: loc, markedAt: time.Now(),
+		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
+	r.ddl = s.newDDLApplier(r)
+	return r
 }
 
 // readError classifies a binlog read error: a TLS failure of the direct
@@ -486,25 +545,13 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	}
 	safe := r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
 	loc := binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
-	conv := func(row []any) ([]any, error) {
-		if len(row) != len(ti.columns) {
-			return nil, errs.New(CodeTable, false,
-				"sync: table %s: row image has %d of %d columns; the source needs binlog_row_image=FULL",
-				ti.source, len(row), len(ti.columns))
-		}
-		out := make([]any, len(row))
-		for i, v := range row {
-			out[i] = convertValue(v, ti.types[i], ti.unsigned[i])
-		}
-		return out, nil
-	}
 	step := 1
 	if kind == kindUpdate {
 		step = 2
 	}
 	for i := 0; i+step <= len(e.Rows); i += step {
 		c := &change{kind: kind, table: ti, loc: loc, safe: safe}
-		first, err := conv(e.Rows[i])
+		first, err := ti.convertRow(e.Rows[i])
 		if err != nil {
 			return err
 		}
@@ -515,7 +562,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			c.before = first
 		case kindUpdate:
 			c.before = first
-			if c.after, err = conv(e.Rows[i+1]); err != nil {
+			if c.after, err = ti.convertRow(e.Rows[i+1]); err != nil {
 				return err
 			}
 		}

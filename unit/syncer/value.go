@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/shopspring/decimal"
+
+	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
 // convertValue turns a value decoded from a row image into a query
@@ -68,4 +70,19 @@ func whereValue(v any, binary bool) any {
 		return string(b)
 	}
 	return v
+}
+
+// convertRow converts one row image of the table from binlog values to
+// the values the apply path writes; the image must hold every column.
+func (ti *tableInfo) convertRow(row []any) ([]any, error) {
+	if len(row) != len(ti.columns) {
+		return nil, errs.New(CodeTable, false,
+			"sync: table %s: row image has %d of %d columns; the source needs binlog_row_image=FULL",
+			ti.source, len(row), len(ti.columns))
+	}
+	out := make([]any, len(row))
+	for i, v := range row {
+		out[i] = convertValue(v, ti.types[i], ti.unsigned[i])
+	}
+	return out, nil
 }
