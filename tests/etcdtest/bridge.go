@@ -6,7 +6,12 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
+
+// relistenTimeout bounds how long up retries the bridge's address.
+const relistenTimeout = time.Second
 
 // bridge is a TCP proxy on a fixed loopback address in front of the
 // embedded etcd's client port. Taking it down drops every client connection
@@ -42,17 +47,19 @@ func (b *bridge) up() error {
 	if running {
 		return nil
 	}
-	var lastErr error
-	for attempt := 0; attempt < 50; attempt++ {
+	// The port may linger briefly after close.
+	err := testutil.Poll(relistenTimeout, func() error {
 		ln, err := net.Listen("tcp", b.addr)
-		if err == nil {
-			b.serve(ln)
-			return nil
+		if err != nil {
+			return err
 		}
-		lastErr = err
-		time.Sleep(20 * time.Millisecond) // the port may linger briefly after close
+		b.serve(ln)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("etcdtest: re-listen bridge on %s: %w", b.addr, err)
 	}
-	return fmt.Errorf("etcdtest: re-listen bridge on %s: %w", b.addr, lastErr)
+	return nil
 }
 
 func (b *bridge) serve(ln net.Listener) {

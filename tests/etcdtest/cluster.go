@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +24,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // readyTimeout bounds how long a start or restart may take.
@@ -98,15 +101,11 @@ func StartWith(t testing.TB, opts Options) *Cluster {
 // freeURL picks a free loopback port. Another process may take it before
 // etcd binds it; Start retries on "address in use".
 func freeURL() (url.URL, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testutil.FreePort()
 	if err != nil {
-		return url.URL{}, fmt.Errorf("etcdtest: pick a free port: %w", err)
+		return url.URL{}, fmt.Errorf("etcdtest: %w", err)
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return url.URL{}, fmt.Errorf("etcdtest: release port %s: %w", addr, err)
-	}
-	return url.URL{Scheme: "http", Host: addr}, nil
+	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}, nil
 }
 
 func (c *Cluster) startEtcd() (*embed.Etcd, error) {

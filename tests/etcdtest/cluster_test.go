@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -27,22 +29,6 @@ func get(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) (s
 		return "", nil
 	}
 	return string(resp.Kvs[0].Value), nil
-}
-
-// eventually retries f until it succeeds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", d, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestStopRestartKeepsDataAndPorts(t *testing.T) {
@@ -70,7 +56,7 @@ func TestStopRestartKeepsDataAndPorts(t *testing.T) {
 	if got := c.Endpoints(); got[0] != eps[0] {
 		t.Fatalf("endpoints changed across restart: %v -> %v", eps, got)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "k readable again after the restart", func() error {
 		v, err := get(ctx, t, cli, "k")
 		if err != nil {
 			return err
@@ -100,7 +86,7 @@ func TestPartitionCutsBridgedClientsOnly(t *testing.T) {
 	}
 
 	c.Heal(t)
-	eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, "the direct write readable through the bridge after Heal", func() error {
 		v, err := get(ctx, t, cli, "k")
 		if err != nil {
 			return err
