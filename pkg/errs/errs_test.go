@@ -15,20 +15,15 @@ import (
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // refusedDialError dials a loopback port nobody listens on and returns the
 // real error the network stack gives.
 func refusedDialError(t *testing.T) error {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("close listener: %v", err)
-	}
+	addr := testutil.FreeAddr(t)
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err == nil {
 		_ = conn.Close()
