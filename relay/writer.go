@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
@@ -30,15 +31,16 @@ import (
 // subdirectory); from relay-binlog-gtid or relay-binlog-name; from the
 // oldest binlog of the source.
 //
-// A resumable failure (lost connection, source restarting) is retried with
-// backoff while Err reports it; after MaxRetries failures in a row Run
+// A resumable failure (lost connection, source restarting) is retried after
+// a pkg/backoff delay from BackoffMin to BackoffMax (reset once a connection
+// wrote events) while Err reports it; after MaxRetries failures in a row Run
 // returns the last one. Only one Run may be active at a time.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.TryLock() {
 		return errors.New("relay: Run is already active for this relay")
 	}
 	defer r.running.Unlock()
-	backoff := r.cfg.BackoffMin
+	bo := backoff.New(r.cfg.BackoffMin, r.cfg.BackoffMax)
 	failures := 0
 	for {
 		progressed, err := r.runOnce(ctx)
@@ -47,7 +49,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		if progressed {
-			failures, backoff = 0, r.cfg.BackoffMin
+			failures = 0
+			bo.Reset()
 		}
 		if !errs.IsResumable(err) {
 			r.setErr(err)
@@ -61,16 +64,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		if r.cfg.MaxRetries > 0 && failures >= r.cfg.MaxRetries {
 			return fmt.Errorf("relay: giving up after %d failures in a row: %w", failures, err)
 		}
-		r.log.Warn("relay interrupted; reconnecting", zap.Duration("backoff", backoff), zap.Error(err))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		delay := bo.Next()
+		r.log.Warn("relay interrupted; reconnecting", zap.Duration("backoff", delay), zap.Error(err))
+		if !backoff.Sleep(ctx, backoff.RealClock{}, delay) {
 			r.setErr(nil)
 			return nil
-		case <-t.C:
 		}
-		backoff = min(2*backoff, r.cfg.BackoffMax)
 	}
 }
 
@@ -130,26 +129,63 @@ type writer struct {
 // runOnce recovers, connects and pulls until an error. progressed reports
 // whether any event was written.
 func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
+	up, rec, err := r.recoverFor(ctx)
+	if err != nil {
+		return false, err
+	}
+	w := r.newWriter(up.mariadb, rec)
+	defer w.closeFile()
+
+	dl := &binlog.DeadlineDialer{Timeout: deadAfter}
+	syncer := replication.NewBinlogSyncer(r.syncerConfig(up.mariadb, dl, w.handleEvent))
+	defer syncer.Close()
+	streamer, err := w.startDump(ctx, syncer, rec, up.uuid)
+	if err != nil {
+		return false, err
+	}
+	// The handshake and the dump command are done: from now on the
+	// ticker's watchdog detects a dead source, not a read deadline.
+	if err := dl.Clear(); err != nil {
+		return false, r.dumpError(err)
+	}
+	r.setErr(nil)
+	return w.stream(ctx, syncer, streamer)
+}
+
+// recoverFor asks the source what upstream server it is, then recovers the
+// relay directory (see Run) and publishes what it holds to readers.
+func (r *Relay) recoverFor(ctx context.Context) (upstream, recovered, error) {
 	src := r.cfg.Source
 	up, err := detectUpstream(ctx, r.db, src.Flavor)
 	if err != nil {
-		return false, errs.Wrap(err, CodeRelayPull, "relay of source %q: connect to %s:%d", r.source, src.From.Host, src.From.Port)
+		return up, recovered{}, errs.Wrap(err, CodeRelayPull, "relay of source %q: connect to %s:%d", r.source, src.From.Host, src.From.Port)
 	}
 	rec, err := recoverDir(r.cfg.Dir, up.mariadb)
 	if err != nil {
-		return false, errs.New(CodeRelayWrite, false, "relay of source %q: recover %s: %w", r.source, r.cfg.Dir, err)
+		return up, rec, errs.New(CodeRelayWrite, false, "relay of source %q: recover %s: %w", r.source, r.cfg.Dir, err)
 	}
 	r.publishRecovered(rec)
-	now := time.Now()
-	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: up.mariadb, gtid: rec.gtid, lastSync: now, alive: now}
-	defer w.closeFile()
-	if w.gtid == nil {
-		w.gtid = newGTIDSet(up.mariadb)
-	}
+	return up, rec, nil
+}
 
-	dl := &binlog.DeadlineDialer{Timeout: deadAfter}
+// newWriter is the writer of one connection, continuing the recovered
+// directory with its GTID set (an empty one of the flavor when it has none).
+func (r *Relay) newWriter(mariadb bool, rec recovered) *writer {
+	now := time.Now()
+	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: mariadb, gtid: rec.gtid, lastSync: now, alive: now}
+	if w.gtid == nil {
+		w.gtid = newGTIDSet(mariadb)
+	}
+	return w
+}
+
+// syncerConfig is the go-mysql replica configuration of one connection:
+// raw events handed to handle on go-mysql's reading goroutine, dialed
+// through dl.
+func (r *Relay) syncerConfig(mariadb bool, dl *binlog.DeadlineDialer, handle eventHandler) replication.BinlogSyncerConfig {
+	src := r.cfg.Source
 	flavor := "mysql"
-	if up.mariadb {
+	if mariadb {
 		flavor = "mariadb"
 	}
 	scfg := replication.BinlogSyncerConfig{
@@ -168,57 +204,70 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		Dialer: dl.Dial,
 		// Events are handled on go-mysql's reading goroutine, without a
 		// channel hand-off per event; the streamer only reports errors.
-		SynchronousEventHandler: eventHandler(w.handleEvent),
+		SynchronousEventHandler: handle,
 		Logger:                  slog.New(zapHandler{log: r.log.Named("go-mysql")}),
 	}
-	if up.mariadb {
+	if mariadb {
 		scfg.DumpCommandFlag = replication.BINLOG_SEND_ANNOTATE_ROWS_EVENT
 	}
-	syncer := replication.NewBinlogSyncer(scfg)
-	defer syncer.Close()
+	return scfg
+}
 
+// startDump starts the binlog dump where the recovered directory rec ends,
+// in Run's order of preference, on the upstream server uuid: a new
+// subdirectory from the GTID set when the upstream changed; the last file
+// from its end; the subdirectory's GTID set; the configured or oldest
+// position in a new subdirectory.
+func (w *writer) startDump(ctx context.Context, syncer *replication.BinlogSyncer, rec recovered, uuid string) (*replication.BinlogStreamer, error) {
 	var streamer *replication.BinlogStreamer
+	var err error
 	switch {
-	case rec.sub.Name != "" && rec.sub.UUID != up.uuid:
-		// A different upstream server: positions mean nothing there.
-		if w.gtid.empty() {
-			return false, errs.New(CodeRelayUpstream, false,
-				"relay of source %q: the upstream server changed from %s to %s and the relay has no GTID set to continue from; "+
-					"set relay-binlog-gtid or relay-binlog-name and move the relay directory %s away", r.source, rec.sub.UUID, up.uuid, r.cfg.Dir)
-		}
-		r.log.Info("upstream server changed; starting a new relay subdirectory",
-			zap.String("from", rec.sub.UUID), zap.String("to", up.uuid), zap.String("gtid", w.gtid.String()))
-		if err := w.newSubdir(up.uuid); err != nil {
-			return false, err
+	case rec.sub.Name != "" && rec.sub.UUID != uuid:
+		if err := w.changeUpstream(rec.sub.UUID, uuid); err != nil {
+			return nil, err
 		}
 		streamer, err = w.startGTID(syncer, w.gtid)
 	case rec.file != "":
 		w.fileName = rec.file
 		if err := w.openAppend(rec); err != nil {
-			return false, err
+			return nil, err
 		}
-		r.log.Info("relay resuming", zap.Stringer("from", rec.resume), zap.String("gtid", w.gtid.String()))
+		w.r.log.Info("relay resuming", zap.Stringer("from", rec.resume), zap.String("gtid", w.gtid.String()))
 		streamer, err = syncer.StartSync(toPosition(rec.resume))
 	case rec.sub.Name != "" && !w.gtid.empty():
 		streamer, err = w.startGTID(syncer, w.gtid)
 	default:
 		if rec.sub.Name == "" {
-			if err := w.newSubdir(up.uuid); err != nil {
-				return false, err
+			if err := w.newSubdir(uuid); err != nil {
+				return nil, err
 			}
 		}
 		streamer, err = w.startFromConfig(ctx, syncer)
 	}
 	if err != nil {
-		return false, pullError(r.ep.ConnectError(err), "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
+		return nil, w.r.dumpError(w.r.ep.ConnectError(err))
 	}
-	// The handshake and the dump command are done: from now on the
-	// ticker's watchdog detects a dead source, not a read deadline.
-	if err := dl.Clear(); err != nil {
-		return false, pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
+	return streamer, nil
+}
+
+// changeUpstream starts a new subdirectory for the upstream server to, which
+// replaced from: positions mean nothing there, so the relay continues from
+// its GTID set, and cannot without one.
+func (w *writer) changeUpstream(from, to string) error {
+	if w.gtid.empty() {
+		return errs.New(CodeRelayUpstream, false,
+			"relay of source %q: the upstream server changed from %s to %s and the relay has no GTID set to continue from; "+
+				"set relay-binlog-gtid or relay-binlog-name and move the relay directory %s away", w.r.source, from, to, w.r.cfg.Dir)
 	}
-	r.setErr(nil)
-	return w.stream(ctx, syncer, streamer)
+	w.r.log.Info("upstream server changed; starting a new relay subdirectory",
+		zap.String("from", from), zap.String("to", to), zap.String("gtid", w.gtid.String()))
+	return w.newSubdir(to)
+}
+
+// dumpError is pullError for a failure to start the binlog dump.
+func (r *Relay) dumpError(err error) error {
+	src := r.cfg.Source
+	return pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
 }
 
 func toPosition(l binlog.Location) mysql.Position {
