@@ -248,23 +248,11 @@ func (s *stream) openFile(f relayFile, pos uint32) error {
 	s.off = magicSize + int64(h.Size)
 	startPos := uint64(magicSize)
 	if pos > uint32(s.off) {
-		// Find the offset delta from the first event after the header.
-		h2, _, err := readEvent(br, &s.buf)
+		off, err := s.offsetOf(br, pos)
 		if err != nil {
-			return errs.New(CodePositionNotFound, true, "relay of source %q: %s:%d is not in the relay (yet)", s.relay.source, f.Name, pos)
+			return err
 		}
-		delta := int64(h2.LogPos) - int64(h2.Size) - s.off
-		target := int64(pos) - delta
-		st, err := fh.Stat()
-		if err != nil {
-			return errs.New(CodePositionNotFound, true, "relay of source %q: stat %s: %w", s.relay.source, f.Name, err)
-		}
-		if target < s.off || target > st.Size() {
-			return errs.New(CodePositionNotFound, true, "relay of source %q: %s:%d is not in the relay file (it holds %d..%d)",
-				s.relay.source, f.Name, pos, s.off+delta, st.Size()+delta)
-		}
-		s.off = target
-		startPos = uint64(pos)
+		s.off, startPos = off, uint64(pos)
 	}
 	if _, err := fh.Seek(s.off, io.SeekStart); err != nil {
 		return errs.New(CodePositionNotFound, true, "relay of source %q: seek %s: %w", s.relay.source, f.Name, err)
@@ -279,6 +267,28 @@ func (s *stream) openFile(f relayFile, pos uint32) error {
 	s.relay.readers[s] = readerPos{reader: s.rd.name, file: f}
 	s.relay.mu.Unlock()
 	return nil
+}
+
+// offsetOf is the offset of source position pos in the file s just opened,
+// whose first event after the header br is at (s.off): that event's offset
+// delta holds for the whole file (see doc.go). s.mu is held.
+func (s *stream) offsetOf(br *bufio.Reader, pos uint32) (int64, error) {
+	f := s.file
+	h, _, err := readEvent(br, &s.buf)
+	if err != nil {
+		return 0, errs.New(CodePositionNotFound, true, "relay of source %q: %s:%d is not in the relay (yet)", s.relay.source, f.Name, pos)
+	}
+	delta := int64(h.LogPos) - int64(h.Size) - s.off
+	target := int64(pos) - delta
+	st, err := s.f.Stat()
+	if err != nil {
+		return 0, errs.New(CodePositionNotFound, true, "relay of source %q: stat %s: %w", s.relay.source, f.Name, err)
+	}
+	if target < s.off || target > st.Size() {
+		return 0, errs.New(CodePositionNotFound, true, "relay of source %q: %s:%d is not in the relay file (it holds %d..%d)",
+			s.relay.source, f.Name, pos, s.off+delta, st.Size()+delta)
+	}
+	return target, nil
 }
 
 // fakeRotate builds the rotate event a stream yields when it enters a file.

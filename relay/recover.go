@@ -61,33 +61,42 @@ func scanFile(path string) (fileScan, error) {
 	s.mariadb = strings.Contains(serverVersion(raw), "MariaDB")
 	s.fdeEnd = magicSize + int64(h.Size)
 	s.end = s.fdeEnd
+	err = s.scanEvents(br, &buf, path)
+	return s, err
+}
+
+// scanEvents parses the events after the format description event up to
+// the first one that is missing, partial or damaged, recording the complete
+// event groups, the offset delta and the start set. Only a read error of
+// path is returned.
+func (s *fileScan) scanEvents(br *bufio.Reader, buf *bytes.Buffer, path string) error {
 	off := s.fdeEnd
 	tr := txnTracker{checksum: s.checksum}
 	for {
-		h, raw, err := readEvent(br, &buf)
+		h, raw, err := readEvent(br, buf)
 		if err != nil {
 			// io.EOF, a partial event or a header that cannot be right (a
 			// torn, often zero-filled, tail): the file is good up to s.end.
 			// Any other error is a read error.
 			if errors.Is(err, io.EOF) || errors.Is(err, errPartial) || errors.Is(err, errBadHeader) {
-				return s, nil
+				return nil
 			}
-			return s, fmt.Errorf("relay: read %s at %d: %w", path, off, err)
+			return fmt.Errorf("relay: read %s at %d: %w", path, off, err)
 		}
 		if s.checksum && !validCRC(raw) {
-			return s, nil // a torn write: stop at the last good group
+			return nil // a torn write: stop at the last good group
 		}
 		if foreignFlavor(h.Type, s.mariadb) {
-			return s, nil // an event the file's server does not write: damage
+			return nil // an event the file's server does not write: damage
 		}
 		start := int64(h.LogPos) - int64(h.Size)
 		if s.deltaKnown && start != off+s.delta {
-			return s, nil // not the event that belongs here: a torn or stray tail
+			return nil // not the event that belongs here: a torn or stray tail
 		}
 		if s.startSet == nil && !tr.inGroup {
 			set, ok, err := gtidListOf(h, raw, s.checksum)
 			if err != nil {
-				return s, nil
+				return nil
 			}
 			if ok {
 				s.startSet = set
@@ -166,41 +175,12 @@ func recoverDir(root string, mariadb bool) (recovered, error) {
 	if err != nil {
 		return rec, err
 	}
-	files, err := listFiles(dir)
-	if err != nil {
+	if rec.file, rec.scan, err = recoverLastFile(dir, meta, hasMeta); err != nil {
 		return rec, err
 	}
-	for len(files) > 0 {
-		name := files[len(files)-1]
-		path := filepath.Join(dir, name)
-		s, err := scanFile(path)
-		if err != nil {
-			return rec, err
-		}
-		if s.fdeEnd > 0 && !s.deltaKnown && hasMeta && meta.BinlogName == name && int64(meta.BinlogPos) >= s.fdeEnd {
-			// Only the format description, but the meta says where the file
-			// stands in the source (an earlier recovery cut its first, torn
-			// group): keep it, as that recovery did.
-			s.delta, s.deltaKnown = int64(meta.BinlogPos)-s.fdeEnd, true
-		}
-		if s.fdeEnd == 0 || !s.deltaKnown {
-			// Nothing but (part of) a header: pull the file again from its start.
-			if err := os.Remove(path); err != nil {
-				return rec, fmt.Errorf("relay: remove incomplete file %s: %w", path, err)
-			}
-			if err := syncDir(dir); err != nil {
-				return rec, err
-			}
-			files = files[:len(files)-1]
-			continue
-		}
-		if err := truncateTo(path, s.end); err != nil {
-			return rec, err
-		}
-		mariadb = s.mariadb
-		rec.file, rec.scan = name, s
-		rec.resume = binlog.Location{Name: name, Pos: uint32(s.end + s.delta)}
-		break
+	if rec.file != "" {
+		mariadb = rec.scan.mariadb
+		rec.resume = binlog.Location{Name: rec.file, Pos: uint32(rec.scan.end + rec.scan.delta)}
 	}
 	set, err := parseGTIDSet(mariadb, meta.BinlogGTID)
 	if err != nil {
@@ -210,28 +190,72 @@ func recoverDir(root string, mariadb bool) (recovered, error) {
 		rec.gtid = set
 		return rec, nil
 	}
-	s := rec.scan
-	switch {
-	case s.startSet != nil:
-		set = s.startSet.clone()
-		for _, g := range s.groups {
-			set.add(g.id)
-		}
-	default:
-		for _, g := range s.groups {
-			if !hasMeta || meta.BinlogName != rec.file || g.srcEnd > meta.BinlogPos {
-				set.add(g.id)
-			}
-		}
-	}
-	rec.gtid = set
-	m := Meta{BinlogName: rec.resume.Name, BinlogPos: rec.resume.Pos, BinlogGTID: set.String()}
+	rec.gtid = executedAtEnd(rec.scan, set, rec.file, meta, hasMeta)
+	m := Meta{BinlogName: rec.resume.Name, BinlogPos: rec.resume.Pos, BinlogGTID: rec.gtid.String()}
 	if !hasMeta || m != meta {
 		if err := writeMeta(dir, m); err != nil {
 			return rec, err
 		}
 	}
 	return rec, nil
+}
+
+// recoverLastFile finds the last file of dir that holds an event after its
+// header, removes the files after it that do not (they are pulled again from
+// their start), and truncates it to the end of its last complete event
+// group. name is "" when no such file is left.
+func recoverLastFile(dir string, meta Meta, hasMeta bool) (name string, s fileScan, err error) {
+	files, err := listFiles(dir)
+	if err != nil {
+		return "", fileScan{}, err
+	}
+	for ; len(files) > 0; files = files[:len(files)-1] {
+		name := files[len(files)-1]
+		path := filepath.Join(dir, name)
+		s, err := scanFile(path)
+		if err != nil {
+			return "", fileScan{}, err
+		}
+		if s.fdeEnd > 0 && !s.deltaKnown && hasMeta && meta.BinlogName == name && int64(meta.BinlogPos) >= s.fdeEnd {
+			// Only the format description, but the meta says where the file
+			// stands in the source (an earlier recovery cut its first, torn
+			// group): keep it, as that recovery did.
+			s.delta, s.deltaKnown = int64(meta.BinlogPos)-s.fdeEnd, true
+		}
+		if s.fdeEnd > 0 && s.deltaKnown {
+			if err := truncateTo(path, s.end); err != nil {
+				return "", fileScan{}, err
+			}
+			return name, s, nil
+		}
+		// Nothing but (part of) a header: pull the file again from its start.
+		if err := os.Remove(path); err != nil {
+			return "", fileScan{}, fmt.Errorf("relay: remove incomplete file %s: %w", path, err)
+		}
+		if err := syncDir(dir); err != nil {
+			return "", fileScan{}, err
+		}
+	}
+	return "", fileScan{}, nil
+}
+
+// executedAtEnd is the GTID set executed at the end of the recovered file
+// s: the set the file starts with plus its groups, or, when the file names
+// none, metaSet (the meta's) plus the groups the meta does not cover yet.
+func executedAtEnd(s fileScan, metaSet *gtidSet, file string, meta Meta, hasMeta bool) *gtidSet {
+	if s.startSet != nil {
+		set := s.startSet.clone()
+		for _, g := range s.groups {
+			set.add(g.id)
+		}
+		return set
+	}
+	for _, g := range s.groups {
+		if !hasMeta || meta.BinlogName != file || g.srcEnd > meta.BinlogPos {
+			metaSet.add(g.id)
+		}
+	}
+	return metaSet
 }
 
 // truncateTo cuts path to size bytes when it is longer, with fsync.
