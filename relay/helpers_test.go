@@ -25,6 +25,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -103,18 +104,6 @@ func (rn *running) stop(t *testing.T) {
 	}
 }
 
-// within waits for cond, failing the test after d.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitCaughtUp waits until the relay has written everything the source
 // has and the source stays quiet for a moment (MariaDB writes
 // Binlog_checkpoint events in the background after a rotation).
@@ -122,7 +111,7 @@ func waitCaughtUp(t *testing.T, r *Relay, inst *mariadbtest.Instance) {
 	t.Helper()
 	var last binlog.Location
 	stableSince := time.Now()
-	within(t, 60*time.Second, "the relay to catch up with the source", func() bool {
+	testutil.Eventually(t, 60*time.Second, "the relay to catch up with the source", func() error {
 		file, pos, _ := inst.MasterStatus(t)
 		cur := binlog.Location{Name: file, Pos: pos}
 		if cur != last {
@@ -132,7 +121,12 @@ func waitCaughtUp(t *testing.T, r *Relay, inst *mariadbtest.Instance) {
 		// The source appends Binlog_checkpoint events a while after the
 		// last commit (when InnoDB has made older binlogs' transactions
 		// durable), so the end counts only once it stayed put for a while.
-		return w.Name == cur.Name && w.Pos == cur.Pos && time.Since(stableSince) > 2*time.Second
+		stable := time.Since(stableSince)
+		if w.Name == cur.Name && w.Pos == cur.Pos && stable > 2*time.Second {
+			return nil
+		}
+		return fmt.Errorf("relay written up to %s:%d (error: %v), source at %s:%d for %s",
+			w.Name, w.Pos, r.Err(), cur.Name, cur.Pos, stable.Round(time.Millisecond))
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // nextOf reads events until one of type typ, failing after d.
@@ -137,8 +138,11 @@ func TestRelayFailoverNewSubdir(t *testing.T) {
 	waitCaughtUp(t, ra, a)
 	rn.stop(t)
 	_, _, gtidA := a.MasterStatus(t)
-	within(t, 30*time.Second, "the replica to catch up", func() bool {
-		return b.QueryString(t, "SELECT @@gtid_slave_pos") == gtidA
+	testutil.Eventually(t, 30*time.Second, "the replica to catch up", func() error {
+		if pos := b.QueryString(t, "SELECT @@gtid_slave_pos"); pos != gtidA {
+			return fmt.Errorf("replica at GTID %q, primary at %q", pos, gtidA)
+		}
+		return nil
 	})
 	b.Exec(t, "STOP SLAVE")
 	b.Exec(t, "INSERT INTO db.t VALUES (-100, 1, 'on-the-new-primary')")

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // The relay's files are the source's binlog, event for event, and parse
@@ -132,11 +134,11 @@ func TestRelayReconnectsAfterSourceRestart(t *testing.T) {
 	workload(t, src, 2000, 5)
 	waitCaughtUp(t, r, src)
 	src.Kill(t)
-	within(t, 30*time.Second, "the relay to report the lost source", func() bool { return r.Err() != nil })
+	testutil.WaitFor(t, 30*time.Second, "the relay to report the lost source", func() bool { return r.Err() != nil })
 	src.Restart(t)
 	workload(t, src, 2000, 6)
 	waitCaughtUp(t, r, src)
-	within(t, 10*time.Second, "the error to clear", func() bool { return r.Err() == nil })
+	testutil.Eventually(t, 10*time.Second, "the error to clear", r.Err)
 	rn.stop(t)
 	sameEvents(t, relayBinlogs(t, dir), sourceBinlogs(t, src))
 }
@@ -167,17 +169,23 @@ func TestRelayLargeTransactionStreams(t *testing.T) {
 	go func() { committed <- bigTxn(1) }()
 	// Stop the relay while the transaction is only partly in the file: the
 	// file is longer than what readers are allowed to read.
-	spilled := func() bool {
+	spilled := func() error {
 		r.mu.Lock()
 		active := r.active
 		r.mu.Unlock()
 		if active.name == "" {
-			return false
+			return errors.New("no active relay file")
 		}
 		st, err := os.Stat(filepath.Join(dir, active.sub, active.name))
-		return err == nil && st.Size() > active.size
+		if err != nil {
+			return err
+		}
+		if st.Size() <= active.size {
+			return fmt.Errorf("%s holds %d bytes, readers may read %d: nothing beyond", active.name, st.Size(), active.size)
+		}
+		return nil
 	}
-	within(t, 60*time.Second, "part of the large transaction in the relay file", spilled)
+	testutil.Eventually(t, 60*time.Second, "part of the large transaction in the relay file", spilled)
 	rn.stop(t)
 	if err := <-committed; err != nil {
 		t.Fatal(err)
