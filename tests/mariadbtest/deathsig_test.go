@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // helperEnv makes TestServerDiesWithTestProcess act as the doomed test process.
@@ -74,22 +76,20 @@ func TestServerDiesWithTestProcess(t *testing.T) {
 		t.Fatalf("want exactly one mariadbd in %s while the helper runs", dir)
 	}
 
+	t.Cleanup(func() { // do not leak a server that outlived the helper into the rest of the run
+		for _, pid := range serverPIDs(t, dir) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Errorf("kill leftover mariadbd %d: %v", pid, err)
+			}
+		}
+	})
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for len(serverPIDs(t, dir)) != 0 {
-		if time.Now().After(deadline) {
-			pids := serverPIDs(t, dir)
-			for _, pid := range pids { // do not leak them into the rest of the run
-				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-					t.Errorf("kill leftover mariadbd %d: %v", pid, err)
-				}
-			}
-			t.Fatalf("mariadbd %v in %s outlived the killed test process by 30s", pids, dir)
+	testutil.Eventually(t, 30*time.Second, "the kernel to kill mariadbd with the killed test process", func() error {
+		if pids := serverPIDs(t, dir); len(pids) != 0 {
+			return fmt.Errorf("mariadbd %v in %s still runs", pids, dir)
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }

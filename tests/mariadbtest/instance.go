@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 const (
@@ -103,7 +104,7 @@ func Start(tb testing.TB, opts Options) *Instance {
 	copied := time.Since(copyBegan)
 
 	for attempt := 1; ; attempt++ {
-		if i.port, err = freePort(); err != nil {
+		if i.port, err = testutil.FreePort(); err != nil {
 			tb.Fatalf("mariadbtest: %v", err)
 		}
 		err = i.launch(tb.Context())
@@ -188,20 +189,6 @@ func waitReady(ctx context.Context, proc *serverProcess, dsn string) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// freePort asks the kernel for a free port on 127.0.0.1. Another process may take it before
-// mariadbd binds it; Start then retries with another port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("release probe port %d: %w", port, err)
-	}
-	return port, nil
 }
 
 // current returns the current server process, nil before the first start.
