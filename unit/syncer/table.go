@@ -128,36 +128,57 @@ func (c *tableCache) get(ctx context.Context, tm *replication.TableMapEvent) (*t
 // buildTableInfo combines the table map's metadata with the target's.
 func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *targetTable) (*tableInfo, error) {
 	n := int(tm.ColumnCount)
-	ti := &tableInfo{source: src, target: target, shape: tm,
-		types: make([]byte, n), unsigned: make([]bool, n), binary: make([]bool, n)}
-	names := tm.ColumnNameString()
-	fromTarget := len(names) != n
-	if fromTarget {
-		if !tt.exists || len(tt.columns) != n {
-			return nil, errs.New(CodeTable, false,
-				"sync: table %s: the binlog has %d columns without names (is binlog_row_metadata FULL on the source?) "+
-					"and target table %s has %d columns; create the target table with the same columns",
-				src, n, target, len(tt.columns))
-		}
-		names = make([]string, n)
-		for i, col := range tt.columns {
-			names[i] = col.name
-		}
+	names, err := columnNames(src, target, tm, tt)
+	if err != nil {
+		return nil, err
 	}
-	ti.columns = names
-	byName := map[string]int{}
+	ti := &tableInfo{source: src, target: target, shape: tm, columns: names,
+		types: make([]byte, n), unsigned: make([]bool, n), binary: make([]bool, n)}
+	ti.setColumnTypes(tm, tt)
+	byName := columnPositions{}
 	for i, name := range names {
 		byName[strings.ToLower(name)] = i
 	}
+	ti.setKeys(tm, tt, byName)
+	return ti, nil
+}
+
+// columnNames are the table's column names in binlog order: from the table
+// map when the source writes them (binlog_row_metadata FULL), else from the
+// target table, which must then have as many columns.
+func columnNames(src, target tableName, tm *replication.TableMapEvent, tt *targetTable) ([]string, error) {
+	n := int(tm.ColumnCount)
+	names := tm.ColumnNameString()
+	if len(names) == n {
+		return names, nil
+	}
+	if !tt.exists || len(tt.columns) != n {
+		return nil, errs.New(CodeTable, false,
+			"sync: table %s: the binlog has %d columns without names (is binlog_row_metadata FULL on the source?) "+
+				"and target table %s has %d columns; create the target table with the same columns",
+			src, n, target, len(tt.columns))
+	}
+	names = make([]string, n)
+	for i, col := range tt.columns {
+		names[i] = col.name
+	}
+	return names, nil
+}
+
+// setColumnTypes sets each column's real type, signedness and whether it
+// holds bytes: from the table map's metadata where the source writes it,
+// else from the target's column of the same name, else (binary) from the
+// type.
+func (ti *tableInfo) setColumnTypes(tm *replication.TableMapEvent, tt *targetTable) {
 	tcol := map[string]targetColumn{}
 	for _, col := range tt.columns {
 		tcol[strings.ToLower(col.name)] = col
 	}
 	unsigned := tm.UnsignedMap()
 	collations := tm.CollationMap()
-	for i := 0; i < n; i++ {
+	for i := range ti.columns {
 		ti.types[i] = realType(tm, i)
-		tc, known := tcol[strings.ToLower(names[i])]
+		tc, known := tcol[strings.ToLower(ti.columns[i])]
 		if unsigned != nil {
 			ti.unsigned[i] = unsigned[i]
 		} else if known {
@@ -171,17 +192,28 @@ func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *ta
 			ti.binary[i] = ti.types[i] == mysql.MYSQL_TYPE_BLOB
 		}
 	}
-	indexes := func(cols []string) []int {
-		out := make([]int, 0, len(cols))
-		for _, name := range cols {
-			i, ok := byName[strings.ToLower(name)]
-			if !ok {
-				return nil
-			}
-			out = append(out, i)
+}
+
+// columnPositions maps a lower-cased column name to its binlog position.
+type columnPositions map[string]int
+
+// indexes returns the positions of cols, or nil when one is not a column.
+func (p columnPositions) indexes(cols []string) []int {
+	out := make([]int, 0, len(cols))
+	for _, name := range cols {
+		i, ok := p[strings.ToLower(name)]
+		if !ok {
+			return nil
 		}
-		return out
+		out = append(out, i)
 	}
+	return out
+}
+
+// setKeys sets the key that identifies a row (the table map's primary key,
+// else the target's first unique key over NOT NULL columns), every unique
+// key, and whether the table's changes may be compacted.
+func (ti *tableInfo) setKeys(tm *replication.TableMapEvent, tt *targetTable, byName columnPositions) {
 	if len(tm.PrimaryKey) > 0 {
 		for _, k := range tm.PrimaryKey {
 			ti.key = append(ti.key, int(k))
@@ -191,7 +223,7 @@ func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *ta
 			if idx.nullable {
 				continue
 			}
-			if cols := indexes(idx.columns); cols != nil {
+			if cols := byName.indexes(idx.columns); cols != nil {
 				ti.key = cols
 				break
 			}
@@ -202,7 +234,7 @@ func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *ta
 	}
 	var targetUniques [][]int
 	for _, idx := range tt.uniques {
-		cols := indexes(idx.columns)
+		cols := byName.indexes(idx.columns)
 		targetUniques = append(targetUniques, cols)
 		if cols == nil || slices.Equal(cols, ti.key) {
 			continue
@@ -210,7 +242,6 @@ func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *ta
 		ti.uniques = append(ti.uniques, cols)
 	}
 	ti.compact = compactable(ti, targetUniques)
-	return ti, nil
 }
 
 // targetTable reads (and caches) the target's columns and unique keys.
