@@ -3,6 +3,7 @@ package etcdtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,6 +32,22 @@ func get(ctx context.Context, t *testing.T, cli *clientv3.Client, key string) (s
 	return string(resp.Kvs[0].Value), nil
 }
 
+// waitValue waits until key reads want through cli; a timeout reports the
+// last value or error.
+func waitValue(ctx context.Context, t *testing.T, cli *clientv3.Client, key, want, what string) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, what, func() error {
+		v, err := get(ctx, t, cli, key)
+		if err != nil {
+			return err
+		}
+		if v != want {
+			return fmt.Errorf("%s = %q, want %q", key, v, want)
+		}
+		return nil
+	})
+}
+
 func TestStopRestartKeepsDataAndPorts(t *testing.T) {
 	start := time.Now()
 	c := Start(t)
@@ -56,16 +73,7 @@ func TestStopRestartKeepsDataAndPorts(t *testing.T) {
 	if got := c.Endpoints(); got[0] != eps[0] {
 		t.Fatalf("endpoints changed across restart: %v -> %v", eps, got)
 	}
-	testutil.Eventually(t, 10*time.Second, "k readable again after the restart", func() error {
-		v, err := get(ctx, t, cli, "k")
-		if err != nil {
-			return err
-		}
-		if v != "v1" {
-			return errors.New("value lost across restart: " + v)
-		}
-		return nil
-	})
+	waitValue(ctx, t, cli, "k", "v1", "k readable again after the restart")
 }
 
 func TestPartitionCutsBridgedClientsOnly(t *testing.T) {
@@ -86,16 +94,7 @@ func TestPartitionCutsBridgedClientsOnly(t *testing.T) {
 	}
 
 	c.Heal(t)
-	testutil.Eventually(t, 10*time.Second, "the direct write readable through the bridge after Heal", func() error {
-		v, err := get(ctx, t, cli, "k")
-		if err != nil {
-			return err
-		}
-		if v != "v2" {
-			return errors.New("got " + v)
-		}
-		return nil
-	})
+	waitValue(ctx, t, cli, "k", "v2", "the direct write readable through the bridge after Heal")
 }
 
 func TestCompactAndRevision(t *testing.T) {
