@@ -80,7 +80,7 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 		}
 		var fe *filterError
 		if errors.As(err, &fe) {
-			return errs.New(CodeFilter, false,
+			return errs.New(CodeFilterError, false,
 				"sync: %v at binlog %s (%s); the DDL was not applied: change the rule and resume, or skip it with handle-error", fe, start, clipSQL(query))
 		}
 		return errs.New(CodeDDLParse, false,

@@ -6,18 +6,19 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Error codes of the sync unit (stable; shown in status).
+// Error codes of the sync unit (stable; shown in status). Each is named
+// Code + its string in CamelCase, without the "sync-" every one starts with.
 const (
-	CodeConfig     = "sync-config"
-	CodeRead       = "sync-read-binlog"
-	CodeExec       = "sync-exec"
-	CodeDDL        = "sync-ddl"
-	CodeDDLParse   = "sync-ddl-parse"
-	CodeCheckpoint = "sync-checkpoint"
-	CodeTable      = "sync-table-info"
-	CodeHandle     = "sync-handle-error"
-	// CodeFilter: an event matched a filter rule whose action is Error.
-	CodeFilter = "sync-filter-error"
+	CodeConfig      = "sync-config"
+	CodeReadBinlog  = "sync-read-binlog"
+	CodeExec        = "sync-exec"
+	CodeDDL         = "sync-ddl"
+	CodeDDLParse    = "sync-ddl-parse"
+	CodeCheckpoint  = "sync-checkpoint"
+	CodeTableInfo   = "sync-table-info"
+	CodeHandleError = "sync-handle-error"
+	// CodeFilterError: an event matched a filter rule whose action is Error.
+	CodeFilterError = "sync-filter-error"
 )
 
 // ErrNothingToHandle is returned by HandleError when the unit is not stuck

@@ -87,8 +87,8 @@ func TestFilterErrorPauses(t *testing.T) {
 		t.Fatalf("result %+v, want a non-resumable error", res)
 	}
 	got := res.Errors[0]
-	if got.Code != CodeFilter {
-		t.Errorf("code %q, want %q", got.Code, CodeFilter)
+	if got.Code != CodeFilterError {
+		t.Errorf("code %q, want %q", got.Code, CodeFilterError)
 	}
 	for _, want := range []string{"no-drop", "`app`.`t`", `"drop table"`} {
 		if !strings.Contains(got.Message, want) {

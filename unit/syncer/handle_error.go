@@ -31,10 +31,10 @@ func (s *Syncer) HandleError(_ context.Context, req unit.HandleErrorRequest) err
 	case unit.HandleErrorSkip:
 	case unit.HandleErrorReplace:
 		if len(req.SQLs) == 0 {
-			return errs.New(CodeHandle, false, "sync: handle-error replace needs sqls")
+			return errs.New(CodeHandleError, false, "sync: handle-error replace needs sqls")
 		}
 	default:
-		return errs.New(CodeHandle, false, "sync: handle-error op %q is not skip or replace", req.Op)
+		return errs.New(CodeHandleError, false, "sync: handle-error op %q is not skip or replace", req.Op)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -42,12 +42,12 @@ func (s *Syncer) HandleError(_ context.Context, req unit.HandleErrorRequest) err
 	if req.BinlogPos != "" {
 		loc, err := binlog.ParseLocation(req.BinlogPos)
 		if err != nil {
-			return errs.New(CodeHandle, false, "sync: handle-error binlog-pos: %w", err)
+			return errs.New(CodeHandleError, false, "sync: handle-error binlog-pos: %w", err)
 		}
 		at = loc
 	} else {
 		if s.stuck == nil {
-			return errs.New(CodeHandle, false, "%w", ErrNothingToHandle)
+			return errs.New(CodeHandleError, false, "%w", ErrNothingToHandle)
 		}
 		at = s.stuck.start
 	}

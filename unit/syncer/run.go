@@ -250,9 +250,9 @@ func readError(err error) error {
 	}
 	var myErr *mysql.MyError
 	if errors.As(err, &myErr) && myErr.Code == 1236 {
-		return errs.New(CodeRead, false, "sync: the source cannot send the binlog from the checkpoint: %w", err)
+		return errs.New(CodeReadBinlog, false, "sync: the source cannot send the binlog from the checkpoint: %w", err)
 	}
-	return errs.New(CodeRead, true, "sync: read binlog: %w", err)
+	return errs.New(CodeReadBinlog, true, "sync: read binlog: %w", err)
 }
 
 // loop reads and handles events until ctx is done or an error occurs.
@@ -294,7 +294,7 @@ func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
 func (r *reader) idle(ctx context.Context) error {
 	r.silentTicks++
 	if r.silenceLimit > 0 && r.silentTicks >= r.silenceLimit {
-		return errs.New(CodeRead, true, "sync: no binlog event or heartbeat from the source for at least %s; the connection is taken for dead",
+		return errs.New(CodeReadBinlog, true, "sync: no binlog event or heartbeat from the source for at least %s; the connection is taken for dead",
 			time.Duration(r.silentTicks)*idleTick)
 	}
 	if !r.inTxn {
@@ -464,7 +464,7 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 func (r *reader) commit() error {
 	if r.pendingGTID != "" {
 		if err := r.gset.Update(r.pendingGTID); err != nil {
-			return errs.New(CodeRead, false, "sync: add GTID %q to %q: %w", r.pendingGTID, r.gset.String(), err)
+			return errs.New(CodeReadBinlog, false, "sync: add GTID %q to %q: %w", r.pendingGTID, r.gset.String(), err)
 		}
 		r.pendingGTID = ""
 	}
@@ -481,7 +481,7 @@ func mariadbGTID(ev *replication.BinlogEvent) (gtid string, standalone bool, err
 	const headerSize = replication.EventHeaderSize
 	raw := ev.RawData
 	if len(raw) < headerSize+13 {
-		return "", false, errs.New(CodeRead, false, "sync: MariaDB GTID event of %d bytes is too short", len(raw))
+		return "", false, errs.New(CodeReadBinlog, false, "sync: MariaDB GTID event of %d bytes is too short", len(raw))
 	}
 	body := raw[headerSize:]
 	seq := binary.LittleEndian.Uint64(body[0:8])
@@ -527,7 +527,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		return nil
 	}
 	if skip, err := r.s.events.skip(schema, table, kind.String(), ""); err != nil {
-		return errs.New(CodeFilter, false, "sync: %v at binlog %s; change the rule and resume the task",
+		return errs.New(CodeFilterError, false, "sync: %v at binlog %s; change the rule and resume the task",
 			err, binlog.Location{Name: r.cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
 	} else if skip {
 		return nil

@@ -163,7 +163,7 @@ func (s *Syncer) Init(ctx context.Context) error {
 			s.logger.Warn("close source pool", zap.Error(cerr))
 		}
 		if err != nil {
-			return closeAfter(db, errs.Wrap(err, CodeRead, "sync: source %s", s.cfg.SourceID))
+			return closeAfter(db, errs.Wrap(err, CodeReadBinlog, "sync: source %s", s.cfg.SourceID))
 		}
 	}
 	s.target, s.store, s.flavor, s.source = db, store, flavor, source

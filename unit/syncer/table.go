@@ -153,7 +153,7 @@ func columnNames(src, target tableName, tm *replication.TableMapEvent, tt *targe
 		return names, nil
 	}
 	if !tt.exists || len(tt.columns) != n {
-		return nil, errs.New(CodeTable, false,
+		return nil, errs.New(CodeTableInfo, false,
 			"sync: table %s: the binlog has %d columns without names (is binlog_row_metadata FULL on the source?) "+
 				"and target table %s has %d columns; create the target table with the same columns",
 			src, n, target, len(tt.columns))
@@ -251,7 +251,7 @@ func (c *tableCache) targetTable(ctx context.Context, t tableName) (*targetTable
 	}
 	tt, err := readTargetTable(ctx, c.db, t)
 	if err != nil {
-		return nil, errs.Wrap(err, CodeTable, "sync: read structure of target table %s", t)
+		return nil, errs.Wrap(err, CodeTableInfo, "sync: read structure of target table %s", t)
 	}
 	c.target[t] = tt
 	return tt, nil

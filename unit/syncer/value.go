@@ -76,7 +76,7 @@ func whereValue(v any, binary bool) any {
 // the values the apply path writes; the image must hold every column.
 func (ti *tableInfo) convertRow(row []any) ([]any, error) {
 	if len(row) != len(ti.columns) {
-		return nil, errs.New(CodeTable, false,
+		return nil, errs.New(CodeTableInfo, false,
 			"sync: table %s: row image has %d of %d columns; the source needs binlog_row_image=FULL",
 			ti.source, len(row), len(ti.columns))
 	}
