@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -196,16 +196,7 @@ func (h *harness) sourceFile(id string, extra string) string {
 // closedEndpoint returns an http URL on a loopback port nothing listens
 // on.
 func closedEndpoint(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return "http://" + addr
+	return "http://" + testutil.FreeAddr(t)
 }
 
 // field walks a decoded JSON document along path ("from.port").

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
@@ -60,15 +61,14 @@ func (m *metaEnv) serverNow() int64 {
 func (m *metaEnv) nextSecond() int64 {
 	m.t.Helper()
 	start := m.serverNow()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if n := m.serverNow(); n > start {
-			return n
+	var n int64
+	testutil.Eventually(m.t, 10*time.Second, "the source's clock moves past its current second", func() error {
+		if n = m.serverNow(); n <= start {
+			return fmt.Errorf("the source's clock stayed at %d", start)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	m.t.Fatalf("the source's clock stayed at %d for 10s", start)
-	return 0
+		return nil
+	})
+	return n
 }
 
 // mark is where one write starts in the binlog and the second before it.
