@@ -3,12 +3,14 @@ package syncer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -121,13 +123,12 @@ func TestPauseStopsQuickly(t *testing.T) {
 	defer u.Close()
 	r := start(u, false)
 	// Pause while the backlog is being applied.
-	deadline := time.Now().Add(30 * time.Second)
-	for u.Status().(Status).Inserts < 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("the unit applied nothing in 30s")
+	testutil.Eventually(t, 30*time.Second, "the unit applies 200 inserts", func() error {
+		if n := u.Status().(Status).Inserts; n < 200 {
+			return fmt.Errorf("%d inserts applied", n)
 		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
+		return nil
+	})
 	began := time.Now()
 	res := r.stop(t)
 	if took := time.Since(began); took > time.Second {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -251,12 +252,12 @@ func diffTable(ctx context.Context, src, dst *sql.DB, srcTable, dstTable string)
 }
 
 // waitEqual waits until every table (source name -> target name) is equal
-// on both sides, or fails with the last difference.
+// on both sides, or fails with the differences at the deadline. It fails at
+// once when the unit stops first.
 func (e *env) waitEqual(t *testing.T, tables map[string]string, r *running) {
 	t.Helper()
-	deadline := time.Now().Add(syncTimeout)
 	ctx := context.Background()
-	for {
+	testutil.Eventually(t, syncTimeout, "the target catches up with the source", func() error {
 		var diffs []string
 		for s, d := range tables {
 			diff, err := diffTable(ctx, e.srcDB, e.dstDB, s, d)
@@ -268,7 +269,7 @@ func (e *env) waitEqual(t *testing.T, tables map[string]string, r *running) {
 			}
 		}
 		if len(diffs) == 0 {
-			return
+			return nil
 		}
 		if r != nil {
 			select {
@@ -278,11 +279,8 @@ func (e *env) waitEqual(t *testing.T, tables map[string]string, r *running) {
 			default:
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("target did not catch up within %v:\n%s", syncTimeout, strings.Join(diffs, "\n"))
-		}
-		time.Sleep(200 * time.Millisecond) // polling interval of the condition, not synchronisation
-	}
+		return errors.New(strings.Join(diffs, "\n"))
+	})
 }
 
 // same maps each table to itself.

@@ -1,11 +1,13 @@
 package syncer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestColumnTypesRoundTrip replicates rows covering every column type with
@@ -67,10 +69,13 @@ func TestColumnTypesRoundTrip(t *testing.T) {
 	)
 	e.waitEqual(t, same("app.types", "app.nokey"), r)
 	// Status shows the read location within an idle tick or two.
-	st := u.Status().(Status)
-	for deadline := time.Now().Add(5 * time.Second); st.BinlogGTID == "" && time.Now().Before(deadline); st = u.Status().(Status) {
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	var st Status
+	testutil.Eventually(t, 5*time.Second, "status shows the GTID set read", func() error {
+		if st = u.Status().(Status); st.BinlogGTID == "" {
+			return fmt.Errorf("status binlog %q gtid %q", st.Binlog, st.BinlogGTID)
+		}
+		return nil
+	})
 	if res := r.stop(t); !res.IsCanceled || res.Failed() {
 		t.Fatalf("Process after cancel = %+v, want canceled without errors", res)
 	}
