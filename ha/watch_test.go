@@ -269,12 +269,22 @@ func TestWatchSingleKey(t *testing.T) {
 	}
 	rec.waitFor(t, 5*time.Second, "w1's bound", func(r *recorder[Bound]) bool { return len(r.events) > 0 })
 	rec.mu.Lock()
-	defer rec.mu.Unlock()
 	if n := len(rec.resyncs[0].items); n != 0 {
 		t.Fatalf("resync listed %d items, want none (w10 is another key)", n)
 	}
 	if len(rec.events) != 1 || rec.events[0].Value != (Bound{Source: "s1", Worker: "w1", Revision: rev}) {
 		t.Fatalf("events = %+v, want only w1's bound", rec.events)
+	}
+	rec.mu.Unlock()
+
+	// A snapshot while both keys exist lists w1's bound alone.
+	rec2 := newRecorder[Bound]()
+	startWatch(t, s.Client(), s.Keys().Bound("w1"), s.DecodeBound, rec2, WatchOptions{SingleKey: true})
+	rec2.waitFor(t, 5*time.Second, "first resync", func(r *recorder[Bound]) bool { return len(r.resyncs) == 1 })
+	rec2.mu.Lock()
+	defer rec2.mu.Unlock()
+	if items := rec2.resyncs[0].items; len(items) != 1 || items[0].Key != s.Keys().Bound("w1") || items[0].Value.Source != "s1" {
+		t.Fatalf("resync listed %+v, want only w1's bound", items)
 	}
 }
 
