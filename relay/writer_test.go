@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
@@ -202,5 +206,37 @@ func TestRelayLargeTransactionStreams(t *testing.T) {
 	checkMariadbBinlog(t, dir)
 	if peak := r.pendingPeak.Load(); peak > 2*flushSize {
 		t.Errorf("the writer held %d bytes unwritten, want at most about flushSize (%d)", peak, flushSize)
+	}
+}
+
+// A source that refuses every connection fails resumably: Run retries with
+// backoff and gives up after MaxRetries failures in a row, returning the
+// last one.
+func TestRelayGivesUpAfterMaxRetries(t *testing.T) {
+	src := &config.SourceConfig{SourceID: "mysql-01", Flavor: config.FlavorMariaDB,
+		From: config.DBConfig{Host: "127.0.0.1", Port: testutil.MustFreePort(t), User: "nobody"}}
+	m := NewMetrics()
+	r, err := New(Config{Dir: t.TempDir(), Source: src, Worker: "w1", Logger: zaptest.NewLogger(t), Metrics: m,
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxRetries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close relay: %v", err)
+		}
+	})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(t.Context()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "giving up after 3 failures in a row") || !errs.IsResumable(err) {
+			t.Fatalf("Run = %v, want it to give up after 3 resumable failures", err)
+		}
+		if r.Err() == nil {
+			t.Fatal("Err is nil after Run gave up; want the last failure")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not give up within 30s")
 	}
 }
