@@ -2,34 +2,25 @@ package worker
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
 )
 
 // Resumable is what the checker can auto-resume: subtasks and the relay.
-// An item may also implement Kind() string to label its auto-resumes in
-// metrics; items that do not are counted as "relay".
 type Resumable interface {
 	Name() string
+	// Kind labels the item's auto-resumes in metrics ("subtask", "relay").
+	Kind() string
 	Stage() stage.Stage
 	Result() *unit.Result
 	ExplicitlyPaused() bool
 	AutoResume(ctx context.Context) error
 }
-
-// Clock tells the time; tests pass one they move by hand.
-type Clock interface{ Now() time.Time }
-
-// RealClock is the wall clock.
-type RealClock struct{}
-
-// Now is time.Now.
-func (RealClock) Now() time.Time { return time.Now() }
 
 // CheckerConfig configures the auto-resume checker. Zero durations take the
 // defaults: Interval 1s, BackoffMin 1s, BackoffMax 5m, QuietWindow 5m.
@@ -61,11 +52,11 @@ func (c CheckerConfig) withDefaults() CheckerConfig {
 }
 
 // Checker auto-resumes items paused by errors that are all resumable, with
-// exponential backoff per item: the first resume of a streak waits
-// BackoffMin after the checker first saw the item paused, every auto-resume
-// followed by another error doubles the delay (±10 % jitter, capped at
-// BackoffMax), and QuietWindow of running without error after an
-// auto-resume resets it. Items with a
+// an exponential backoff (pkg/backoff) per item: the first resume of a
+// streak waits BackoffMin after the checker first saw the item paused,
+// every auto-resume followed by another error doubles the delay (each
+// delay spread by ±10 %, capped at BackoffMax), and QuietWindow of running
+// without error after an auto-resume resets it. Items with a
 // non-resumable error and explicitly paused items are never resumed.
 type Checker struct {
 	cfg     CheckerConfig
@@ -79,12 +70,12 @@ type Checker struct {
 
 // resumeState is the checker's memory of one item.
 type resumeState struct {
-	base         time.Duration // un-jittered delay: BackoffMin, doubled per failed auto-resume, capped
-	backoff      time.Duration // base with jitter: the delay before the next auto-resume
-	pausedAt     time.Time     // when the current error pause was first seen; zero when not in one
-	resumed      bool          // auto-resumed since the delay was last reset
-	runningSince time.Time     // when it was last auto-resumed
-	decision     string        // last logged decision, to log each decision once
+	bo           *backoff.Backoff // the item's delays: BackoffMin, doubled per failed auto-resume
+	backoff      time.Duration    // the delay before the next auto-resume
+	pausedAt     time.Time        // when the current error pause was first seen; zero when not in one
+	resumed      bool             // auto-resumed since the delay was last reset
+	runningSince time.Time        // when it was last auto-resumed
+	decision     string           // last logged decision, to log each decision once
 }
 
 // NewChecker returns a checker of the items list returns (called every
@@ -132,7 +123,8 @@ func (c *Checker) check(ctx context.Context) {
 		seen[name] = true
 		st := c.items[name]
 		if st == nil {
-			st = &resumeState{base: c.cfg.BackoffMin, backoff: c.cfg.BackoffMin}
+			st = &resumeState{bo: backoff.New(c.cfg.BackoffMin, c.cfg.BackoffMax)}
+			st.backoff = st.bo.Next()
 			c.items[name] = st
 		}
 		c.checkItem(ctx, it, st, now)
@@ -150,7 +142,8 @@ func (c *Checker) checkItem(ctx context.Context, it Resumable, st *resumeState, 
 		st.pausedAt = time.Time{}
 		if stg == stage.Running && st.resumed && now.Sub(st.runningSince) >= c.cfg.QuietWindow {
 			st.resumed = false
-			st.base, st.backoff = c.cfg.BackoffMin, c.cfg.BackoffMin
+			st.bo.Reset()
+			st.backoff = st.bo.Next()
 			c.decide(it, st, "backoff reset after a quiet window", "")
 		}
 		return
@@ -182,8 +175,7 @@ func (c *Checker) checkItem(ctx context.Context, it Resumable, st *resumeState, 
 		// doubles the delay.
 		st.pausedAt = now
 		if st.resumed {
-			st.base = min(2*st.base, c.cfg.BackoffMax)
-			st.backoff = c.jitter(st.base)
+			st.backoff = st.bo.Next()
 		}
 		c.decide(it, st, "resumable error; waiting for backoff", code)
 	}
@@ -201,7 +193,7 @@ func (c *Checker) checkItem(ctx context.Context, it Resumable, st *resumeState, 
 	st.runningSince = now
 	st.decision = ""
 	if c.metrics != nil {
-		c.metrics.AutoResumes.WithLabelValues(kindOf(it)).Inc()
+		c.metrics.AutoResumes.WithLabelValues(it.Kind()).Inc()
 	}
 	c.logger.Info("auto-resumed", zap.String("task", it.Name()), zap.Duration("backoff", st.backoff),
 		zap.String("error-code", code))
@@ -215,18 +207,4 @@ func (c *Checker) decide(it Resumable, st *resumeState, decision, code string) {
 	st.decision = decision
 	c.logger.Info(decision, zap.String("task", it.Name()), zap.Duration("backoff", st.backoff),
 		zap.String("error-code", code))
-}
-
-// jitter spreads d by ±10 %, capped at BackoffMax. Jitter is applied to
-// each delay, not compounded into the base, so the delays stay around
-// BackoffMin·2ⁿ.
-func (c *Checker) jitter(d time.Duration) time.Duration {
-	return min(time.Duration(float64(d)*(0.9+0.2*rand.Float64())), c.cfg.BackoffMax)
-}
-
-func kindOf(it Resumable) string {
-	if k, ok := it.(interface{ Kind() string }); ok {
-		return k.Kind()
-	}
-	return "relay"
 }

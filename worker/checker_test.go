@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
@@ -34,70 +34,61 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// fakeItem is a Resumable whose stage and errors the test sets. AutoResume
-// records the call and, when failAgain is set, fails again at once.
+// fakeItem is a Resumable whose stage and errors the test sets, on the
+// lifecycle subtasks and the relay use. AutoResume records the call and,
+// when failAgain is set, fails again at once. It counts as the relay in
+// metrics.
 type fakeItem struct {
+	lifecycle
 	name string
 
 	mu sync.Mutex
 	// guarded by mu:
-	stage     stage.Stage
-	result    *unit.Result
-	explicit  bool
 	failAgain bool
 	resumes   []time.Time
 }
 
 func newPausedItem(name string, resumable ...bool) *fakeItem {
-	it := &fakeItem{name: name}
+	it := &fakeItem{lifecycle: newLifecycle("fake " + name), name: name}
+	if err := it.start(); err != nil {
+		panic(err)
+	}
 	it.fail(resumable...)
 	return it
 }
 
+// fail fails the run with one error per element of resumable, each
+// resumable or not.
 func (it *fakeItem) fail(resumable ...bool) {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	it.failLocked(resumable...)
+	var entries []errs.Error
+	for i, res := range resumable {
+		entries = append(entries, errs.Error{Code: []string{"first", "second"}[i%2], Resumable: res, Time: time.Now()})
+	}
+	it.lifecycle.fail(entries)
 }
 
-func (it *fakeItem) failLocked(resumable ...bool) {
-	r := &unit.Result{}
-	for i, res := range resumable {
-		r.Errors = append(r.Errors, errs.Error{Code: []string{"first", "second"}[i%2], Resumable: res, Time: time.Now()})
+// pauseExplicitly marks an explicit pause, as the master's Paused does.
+func (it *fakeItem) pauseExplicitly() *fakeItem {
+	if _, err := it.pause(); err != nil {
+		panic(err)
 	}
-	it.stage, it.result = stage.Paused, r
+	return it
 }
 
 func (it *fakeItem) Name() string { return it.name }
 
-func (it *fakeItem) Stage() stage.Stage {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	return it.stage
-}
-
-func (it *fakeItem) Result() *unit.Result {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	return it.result.Clone()
-}
-
-func (it *fakeItem) ExplicitlyPaused() bool {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	return it.explicit
-}
+func (it *fakeItem) Kind() string { return "relay" }
 
 func (it *fakeItem) AutoResume(context.Context) error {
+	if _, err := it.beginResume(true); err != nil {
+		return err
+	}
+	it.running()
 	it.mu.Lock()
 	defer it.mu.Unlock()
-	if it.stage != stage.Paused || it.explicit || !it.result.Resumable() {
-		return errors.New("fake: not auto-resumable")
-	}
 	it.resumes = append(it.resumes, time.Now())
-	it.stage, it.result = stage.Running, nil
 	if it.failAgain {
-		it.failLocked(true)
+		it.fail(true)
 	}
 	return nil
 }
@@ -205,8 +196,8 @@ func TestCheckerNeverResumes(t *testing.T) {
 	}{
 		{"non-resumable", newPausedItem("t", false)},
 		{"one of two non-resumable", newPausedItem("t", true, false)},
-		{"explicitly paused", func() *fakeItem { it := newPausedItem("t", true); it.explicit = true; return it }()},
-		{"paused without error", &fakeItem{name: "t", stage: stage.Paused}},
+		{"explicitly paused", newPausedItem("t", true).pauseExplicitly()},
+		{"paused without error", newPausedItem("t")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -242,11 +233,11 @@ func TestCheckerDisabled(t *testing.T) {
 	}
 }
 
-// expectResumeAfter advances the fake clock by just under d (no resume),
-// then to d (resume).
+// expectResumeAfter expects the auto-resume after the delay d spread by
+// the backoff's jitter: not before d·(1−Jitter), by d·(1+Jitter).
 func expectResumeAfter(t *testing.T, l *itemList, clock *fakeClock, it *fakeItem, d time.Duration) {
 	t.Helper()
-	expectResumeBetween(t, l, clock, it, d, d)
+	expectResumeBetween(t, l, clock, it, time.Duration(float64(d)*(1-backoff.Jitter)), time.Duration(float64(d)*(1+backoff.Jitter)))
 }
 
 // expectResumeBetween advances the fake clock by just under lo (no resume),
@@ -271,12 +262,9 @@ func TestCheckerBackoffSequence(t *testing.T) {
 	startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 100 * time.Millisecond,
 		BackoffMax: 800 * time.Millisecond, QuietWindow: time.Hour}, l, clock, nil)
 
-	// 100 ms, then doubling with ±10 % jitter, capped at 800 ms.
-	for i, base := range []time.Duration{100, 200, 400, 800, 800, 800} {
-		lo, hi := base*time.Millisecond, base*time.Millisecond
-		if i > 0 {
-			lo, hi = lo*9/10, min(hi*11/10, 800*time.Millisecond)
-		}
+	// 100 ms, then doubling, each with ±10 % jitter, capped at 800 ms.
+	for _, base := range []time.Duration{100, 200, 400, 800, 800, 800} {
+		lo, hi := base*time.Millisecond*9/10, min(base*time.Millisecond*11/10, 800*time.Millisecond)
 		expectResumeBetween(t, l, clock, it, lo, hi)
 		it.fail(true) // the auto-resume is followed by another error
 	}
@@ -355,7 +343,7 @@ func TestCheckerResumesSubTask(t *testing.T) {
 			m := NewMetrics()
 			startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: time.Second}, l, clock, m)
 			l.waitChecks(t)
-			clock.Advance(time.Second)
+			clock.Advance(time.Duration(float64(time.Second) * (1 + backoff.Jitter)))
 			if tt.wantResume {
 				waitFor(t, "unit resumed", func() bool { return u.State() == usRunning })
 				if u.count("Resume") != 1 || s.Stage() != stage.Running {

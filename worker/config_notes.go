@@ -9,16 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
-	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
-
-// CodeConfigUnknownField is the status warning for fields of a config value
-// in etcd that the worker does not know (DESIGN.md §3): the value is used
-// without them, and the warning names each field's path so that whoever
-// wrote the value can fix it. It is listed in the worker's "errors" only,
-// never in a subtask's own errors, since the subtask runs.
-const CodeConfigUnknownField = "config-unknown-field"
 
 // valueNotes are the fields of one etcd value that decoding noticed.
 type valueNotes struct {
@@ -51,35 +43,6 @@ func configWarning(log *zap.Logger, what string, now time.Time, changed bool, va
 	e := errs.Entry(errs.New(CodeConfigUnknownField, false,
 		"%s: %s; the rest of the value is used", what, strings.Join(parts, "; ")), now)
 	return &e
-}
-
-// setTaskWarn records (or, with nil, clears) the config warning of a task.
-func (w *SourceWorker) setTaskWarn(name string, warn *errs.Error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if warn == nil {
-		delete(w.taskWarns, name)
-		return
-	}
-	if old, ok := w.taskWarns[name]; ok && old.Message == warn.Message {
-		return // keep the time it was first seen
-	}
-	w.taskWarns[name] = *warn
-}
-
-// subTaskWarning is configWarning for a subtask's config and stage values.
-func (w *SourceWorker) subTaskWarning(item *ha.SubTaskItem, changed bool, log *zap.Logger) *errs.Error {
-	keys := w.cfg.Store.Keys()
-	values := []valueNotes{{key: keys.SubTaskConfig(w.source, item.Name), unknown: item.Config.Notes.Unknown, ignored: item.Config.Notes.Ignored}}
-	for _, st := range []struct {
-		stage *ha.Stage
-		key   string
-	}{{item.Stage, keys.SubTaskStage(w.source, item.Name)}, {item.ValidatorStage, keys.ValidatorStage(w.source, item.Name)}} {
-		if st.stage != nil && st.stage.Unknown != "" {
-			values = append(values, valueNotes{key: st.key, unknown: st.stage.UnknownFields()})
-		}
-	}
-	return configWarning(log, fmt.Sprintf("subtask %q", item.Name), w.cfg.Clock.Now(), changed, values...)
 }
 
 // setSourceWarn records the config warning of the bound source's value

@@ -17,23 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit"
-)
-
-// Stable error codes of the HTTP API.
-const (
-	CodeNotFound           = "not-found"
-	CodeMethodNotAllowed   = "method-not-allowed"
-	CodeBadRequest         = "bad-request"
-	CodeSubTaskNotFound    = "subtask-not-found"
-	CodeStreamNotFound     = "stream-not-found"
-	CodeNotBound           = "not-bound"
-	CodeRelayNotEnabled    = "relay-not-enabled"
-	CodePurgeForbidden     = "purge-forbidden"
-	CodePurgeUnsupported   = "purge-unsupported"
-	CodeHandleErrorInvalid = "handle-error-unsupported"
-	CodeValidatorNotFound  = "validator-not-running"
-	CodeInternal           = "internal"
 )
 
 // maxBodyBytes bounds request bodies; every request body here is small.
@@ -55,11 +40,6 @@ type PurgeRequest struct {
 	Inactive bool       `json:"inactive,omitempty"`
 	Filename string     `json:"filename,omitempty"`
 	Time     *time.Time `json:"time,omitempty"`
-}
-
-// RelayPurger is implemented by relay holders that can purge relay files.
-type RelayPurger interface {
-	Purge(ctx context.Context, req PurgeRequest) (purged []string, err error)
 }
 
 // ValidationErrorsRequest is the body of POST .../validation/errors.
@@ -169,13 +149,7 @@ func (s *Server) handlePurge(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("relay of source %q is not running on worker %q; nothing to purge", sw.Source(), s.cfg.Name)})
 		return
 	}
-	p, ok := relay.(RelayPurger)
-	if !ok {
-		writeError(w, &APIError{http.StatusConflict, CodePurgeUnsupported,
-			fmt.Sprintf("the relay of source %q in this build keeps no purgeable files", sw.Source())})
-		return
-	}
-	purged, err := p.Purge(r.Context(), req)
+	purged, err := relay.Purge(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -207,14 +181,14 @@ func (s *Server) handleHandleError(w http.ResponseWriter, r *http.Request) {
 	}
 	h, ok := st.Unit().(unit.ErrorHandler)
 	if !ok {
-		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorInvalid,
+		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorUnsupported,
 			fmt.Sprintf("subtask %q is in unit %q, which is not stuck on a binlog event; handle-error applies to the sync unit", name, st.CurrentUnit())})
 		return
 	}
 	if err := h.HandleError(r.Context(), req); err != nil {
 		// The unit refuses this request in its current state (nothing is
 		// stuck, a position it is not at): a conflict, not a server fault.
-		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorInvalid, fmt.Sprintf("subtask %q: %v", name, err)})
+		writeError(w, &APIError{http.StatusConflict, CodeHandleErrorUnsupported, fmt.Sprintf("subtask %q: %v", name, err)})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
@@ -252,7 +226,7 @@ func (s *Server) handleValidationErrors(w http.ResponseWriter, r *http.Request) 
 	}
 	v, ok := st.Validator().(ValidationErrorHandler)
 	if !ok {
-		writeError(w, &APIError{http.StatusConflict, CodeValidatorNotFound,
+		writeError(w, &APIError{http.StatusConflict, CodeValidatorNotRunning,
 			fmt.Sprintf("subtask %q has no running validator; start it with `dmctl validation start %s`", name, name)})
 		return
 	}
@@ -331,7 +305,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, err error) {
 	var ae *APIError
 	if !errors.As(err, &ae) {
-		ae = &APIError{http.StatusInternalServerError, CodeInternal, err.Error()}
+		ae = &APIError{http.StatusInternalServerError, errs.CodeInternal, err.Error()}
 	}
 	writeJSON(w, ae.Status, map[string]any{"error": map[string]string{"code": ae.Code, "message": ae.Message}})
 }

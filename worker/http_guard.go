@@ -12,13 +12,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/dmworker/dm-worker/pkg/errs"
 	"go.uber.org/zap"
-)
-
-// Error codes of the HTTP API's access guard (DESIGN.md §4a, §6).
-const (
-	CodeForbidden       = "forbidden"
-	CodeRequestTooLarge = "request-too-large"
 )
 
 // Guard wraps the API handler with what every request goes through
@@ -65,7 +60,7 @@ func Guard(h http.Handler, logger *zap.Logger) http.Handler {
 				if gw.wroteHeader {
 					panic(http.ErrAbortHandler) // too late for an answer: drop the connection
 				}
-				writeError(gw.ResponseWriter, &APIError{http.StatusInternalServerError, CodeInternal,
+				writeError(gw.ResponseWriter, &APIError{http.StatusInternalServerError, errs.CodeInternal,
 					fmt.Sprintf("%s %s: internal error; the worker logged the details", r.Method, r.URL.Path)})
 				return
 			}
@@ -208,7 +203,7 @@ func codeForStatus(status int) string {
 	case http.StatusRequestEntityTooLarge:
 		return CodeRequestTooLarge
 	case http.StatusInternalServerError:
-		return CodeInternal
+		return errs.CodeInternal
 	}
 	return fmt.Sprintf("http-%d", status)
 }

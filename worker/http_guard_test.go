@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/tlstest"
 )
 
@@ -94,7 +95,7 @@ func TestGuardAccessAndErrorShapes(t *testing.T) {
 		{name: "unknown field", method: http.MethodPost, path: "/api/v1/relay/purge", peer: local, body: `{"nope":1}`, status: http.StatusBadRequest, code: CodeBadRequest},
 		{name: "404", method: http.MethodGet, path: "/no/such", peer: remote, status: http.StatusNotFound, code: CodeNotFound},
 		{name: "405", method: http.MethodGet, path: "/api/v1/relay/purge", peer: local, status: http.StatusMethodNotAllowed, code: CodeMethodNotAllowed},
-		{name: "panic", method: http.MethodGet, path: "/test/panic", peer: local, status: http.StatusInternalServerError, code: CodeInternal, messageHas: "internal error"},
+		{name: "panic", method: http.MethodGet, path: "/test/panic", peer: local, status: http.StatusInternalServerError, code: errs.CodeInternal, messageHas: "internal error"},
 		{name: "plain-text error rewritten", method: http.MethodGet, path: "/test/plain-error", peer: local, status: http.StatusTeapot, code: "http-418", messageHas: "teapot says no"},
 		{name: "pprof unknown profile", method: http.MethodGet, path: "/debug/pprof/nosuch", peer: local, status: http.StatusNotFound, code: CodeNotFound},
 	}

@@ -117,15 +117,15 @@ func TestHTTPErrorsOfABoundWorker(t *testing.T) {
 	}{
 		// The blocking test Sync unit does not implement unit.ErrorHandler.
 		{"handle-error skip, unit cannot", http.MethodPost, "/api/v1/subtasks/t1/handle-error", `{"op":"skip"}`,
-			http.StatusConflict, CodeHandleErrorInvalid},
+			http.StatusConflict, CodeHandleErrorUnsupported},
 		{"handle-error replace, unit cannot", http.MethodPost, "/api/v1/subtasks/t1/handle-error",
-			`{"op":"replace","binlog-pos":"mariadb-bin.000001:4","sqls":["SELECT 1"]}`, http.StatusConflict, CodeHandleErrorInvalid},
+			`{"op":"replace","binlog-pos":"mariadb-bin.000001:4","sqls":["SELECT 1"]}`, http.StatusConflict, CodeHandleErrorUnsupported},
 		{"handle-error unknown task", http.MethodPost, "/api/v1/subtasks/t9/handle-error", `{"op":"skip"}`,
 			http.StatusNotFound, CodeSubTaskNotFound},
 		{"validation errors list, no validator", http.MethodGet, "/api/v1/subtasks/t1/validation/errors?state=new", "",
-			http.StatusConflict, CodeValidatorNotFound},
+			http.StatusConflict, CodeValidatorNotRunning},
 		{"validation errors operate, no validator", http.MethodPost, "/api/v1/subtasks/t1/validation/errors", `{"op":"resolve","all":true}`,
-			http.StatusConflict, CodeValidatorNotFound},
+			http.StatusConflict, CodeValidatorNotRunning},
 		{"purge, relay off", http.MethodPost, "/api/v1/relay/purge", `{"inactive":true}`,
 			http.StatusConflict, CodeRelayNotEnabled},
 		{"purge, relay off, by file", http.MethodPost, "/api/v1/relay/purge", `{"filename":"mariadb-bin.000001"}`,
@@ -169,7 +169,7 @@ func TestHTTPValidatorRunningButWithoutErrorStore(t *testing.T) {
 		t.Errorf("subtask validator = %+v (%v), want Running\n%s", doc.Validator, err, rec.Body)
 	}
 	rec = serve(h, http.MethodGet, "/api/v1/subtasks/t1/validation/errors", "")
-	if code, _ := apiErrorOf(t, rec); rec.Code != http.StatusConflict || code != CodeValidatorNotFound {
+	if code, _ := apiErrorOf(t, rec); rec.Code != http.StatusConflict || code != CodeValidatorNotRunning {
 		t.Errorf("GET validation errors: %d %s", rec.Code, rec.Body)
 	}
 }
@@ -184,7 +184,7 @@ func TestHTTPStatusHasNoPasswords(t *testing.T) {
 	e.putRaw("/dm/stage/subtask/"+testSource+"/t2", `{"expect":"Running","source":"`+testSource+`","task":"t2"}`)
 	within(t, 5*time.Second, "t2 reported", func() bool {
 		for _, te := range e.srv.Status().Errors {
-			if te.Task == "t2" && te.Code == CodeMalformedValue {
+			if te.Task == "t2" && te.Code == CodeSubTaskValueMalformed {
 				return true
 			}
 		}
@@ -196,7 +196,7 @@ func TestHTTPStatusHasNoPasswords(t *testing.T) {
 	}
 	within(t, 5*time.Second, "status key with t2's error published", func() bool {
 		st, _, err := e.master.GetStatuses(e.ctx())
-		if err != nil || !strings.Contains(string(st["w1"]), CodeMalformedValue) {
+		if err != nil || !strings.Contains(string(st["w1"]), CodeSubTaskValueMalformed) {
 			return false
 		}
 		views["P/status/w1"] = string(st["w1"])
@@ -233,7 +233,7 @@ func TestHTTPHandleErrorRefusedByTheUnitIsAConflict(t *testing.T) {
 		t.Fatalf("status %d, want 409: %s", rec.Code, rec.Body)
 	}
 	code, msg := apiErrorOf(t, rec)
-	if code != CodeHandleErrorInvalid || !strings.Contains(msg, "no failed DDL to skip") || !strings.Contains(msg, `"h1"`) {
+	if code != CodeHandleErrorUnsupported || !strings.Contains(msg, "no failed DDL to skip") || !strings.Contains(msg, `"h1"`) {
 		t.Errorf("error %s: %q", code, msg)
 	}
 }

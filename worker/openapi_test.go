@@ -164,37 +164,45 @@ func jsonFields(t reflect.Type) (all, required []string) {
 	return all, required
 }
 
-// apiCodeFiles hold the error code constants of the HTTP API.
-var apiCodeFiles = []string{"http.go", "http_guard.go"}
+// The HTTP API's error codes are the const group of codes.go whose doc
+// starts with apiCodeGroup, and errs.CodeInternal.
+const (
+	apiCodeFile  = "codes.go"
+	apiCodeGroup = "Stable error codes of the HTTP API"
+)
 
 // TestOpenAPIErrorCodes checks that the document's ErrorCode enum is
-// exactly the error code constants of the API's files.
+// exactly the error codes of the API.
 func TestOpenAPIErrorCodes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	enum := doc.Components.Schemas["ErrorCode"].Enum
-	var codes []string
-	for _, name := range apiCodeFiles {
-		codes = append(codes, codeConstants(t, name)...)
+	codes := append(codeConstants(t, apiCodeFile, apiCodeGroup), errs.CodeInternal)
+	if !slices.Contains(enum, errs.CodeInternal) {
+		t.Errorf("error code %q (errs.CodeInternal) is not in openapi.yaml's ErrorCode enum", errs.CodeInternal)
 	}
 	for _, e := range enum {
 		if !slices.Contains(codes, e) {
-			t.Errorf("openapi.yaml's ErrorCode %q is not a Code* constant of %v", e, apiCodeFiles)
+			t.Errorf("openapi.yaml's ErrorCode %q is not a Code* constant of the group %q in %s", e, apiCodeGroup, apiCodeFile)
 		}
 	}
 }
 
-// codeConstants returns the values of the Code* string constants of a
-// file of this package, failing the test for each missing from the
-// document's ErrorCode enum.
-func codeConstants(t *testing.T, file string) []string {
+// codeConstants returns the values of the Code* string constants of the
+// const group of a file of this package whose doc comment starts with
+// group, failing the test for each missing from the document's ErrorCode
+// enum.
+func codeConstants(t *testing.T, file, group string) []string {
 	t.Helper()
 	enum := loadOpenAPI(t).Components.Schemas["ErrorCode"].Enum
-	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
 	ast.Inspect(f, func(node ast.Node) bool {
+		if gd, ok := node.(*ast.GenDecl); ok {
+			return gd.Doc != nil && strings.HasPrefix(gd.Doc.Text(), group)
+		}
 		vs, ok := node.(*ast.ValueSpec)
 		if !ok {
 			return true
@@ -219,7 +227,7 @@ func codeConstants(t *testing.T, file string) []string {
 		return true
 	})
 	if len(out) == 0 {
-		t.Fatalf("found no Code* constants in %s", file)
+		t.Fatalf("found no Code* constants in the group %q of %s", group, file)
 	}
 	return out
 }

@@ -6,8 +6,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/relay"
 )
 
 // RelayStatus is the "relay" object of the worker status (DESIGN.md §6).
@@ -24,7 +26,9 @@ type RelayStatus struct {
 
 // RelayHolder runs the relay of one source through its stages. The relay
 // stage key in etcd drives it: Running starts or resumes, Paused pauses, a
-// deleted stage closes it. It is also auto-resumable by the Checker.
+// deleted stage closes it. It is also auto-resumable by the Checker. It
+// carries everything the SourceWorker and the HTTP API need of a relay, so
+// nothing asserts on the concrete holder.
 type RelayHolder interface {
 	Resumable
 	// Start begins pulling binlog; it returns once the relay runs.
@@ -38,6 +42,16 @@ type RelayHolder interface {
 	Close()
 	Kill()
 	Status() RelayStatus
+	// Reader returns a new relay reader for one consumer (the sync unit,
+	// stream tasks).
+	Reader() binlog.StreamOpener
+	// AddPurgeBlocker adds a source of positions the purger must keep:
+	// paused or new subtasks that still need relay files. Readers block
+	// purges by themselves.
+	AddPurgeBlocker(b relay.Blocker)
+	// Purge removes relay files (POST /api/v1/relay/purge); errors are
+	// *APIError when the request cannot be carried out.
+	Purge(ctx context.Context, req PurgeRequest) ([]string, error)
 }
 
 // RelayFactory creates the relay holder of a source. The relay directory

@@ -9,11 +9,6 @@ import (
 	"github.com/dmworker/dm-worker/unit"
 )
 
-// CodePasswordUndecryptable is the code of a source or subtask whose stored
-// password looks encrypted but cannot be decrypted (DESIGN.md §4a). It is
-// not resumable: only a new config or the right --secret-key-path fixes it.
-const CodePasswordUndecryptable = "password-undecryptable"
-
 // The configs decoded from etcd are never changed: the server and the
 // source worker compare them with reflect.DeepEqual to notice changes.
 // Passwords are resolved (decrypted when they are ciphertexts) into copies

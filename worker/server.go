@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"sync"
 	"time"
@@ -15,16 +14,11 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
-)
-
-// Error codes of the worker's own (not per-task) problems.
-const (
-	CodeSourceConfigMissing = "source-config-missing"
-	CodeSourceConfigInvalid = "source-config-invalid"
 )
 
 // ServerConfig is what a Server is built from.
@@ -94,7 +88,15 @@ type Server struct {
 	runCtx context.Context
 }
 
-const boundKey = "bound"
+// kindBound is the queue-key kind of the Server's one Reconciler: the
+// worker's bound source.
+const kindBound = "bound"
+
+// reconcileFunc is a Reconciler made of a function.
+type reconcileFunc func(ctx context.Context, name string) error
+
+// Reconcile calls f.
+func (f reconcileFunc) Reconcile(ctx context.Context, name string) error { return f(ctx, name) }
 
 // NewServer builds a Server; Run starts it.
 func NewServer(cfg ServerConfig) *Server {
@@ -161,41 +163,25 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 	s.keepalive = ka
 	s.runCtx = runCtx
 	s.mu.Unlock()
-	// One key, "bound", reconciled by one goroutine.
+	// One key, "bound/", reconciled by one goroutine: any change of the
+	// bound key, the relay key or a source config leads to one reconcile of
+	// the bound source (a config that did not change is a no-op there).
 	queue := workqueue.New(100*time.Millisecond, 5*time.Second)
-
+	w := watcher{client: s.cfg.Client, queue: queue, metrics: s.cfg.Metrics, log: s.log,
+		backoffMin: s.cfg.WatchBackoffMin, backoffMax: s.cfg.WatchBackoffMax}
+	bound := queueKey(kindBound, "")
+	toBound := func(string) (string, bool) { return bound, true }
+	extra := func() []string { return []string{bound} }
+	keys := s.store.Keys()
+	watches := startWatchSet(runCtx, w,
+		watchSpec{kind: "bound", prefix: keys.Bound(s.cfg.Name), exact: true, keyOf: toBound, extra: extra},
+		watchSpec{kind: "relay-bound", prefix: keys.RelayBound(s.cfg.Name), exact: true, keyOf: toBound, extra: extra},
+		watchSpec{kind: "source-config", prefix: keys.SourceConfigPrefix(), keyOf: toBound, extra: extra})
 	var wg sync.WaitGroup
-	keys := ha.Keys{Prefix: s.cfg.Prefix}
-	// Any change of the bound key, the relay key or a source config leads
-	// to one reconcile of the bound source (a config that did not change is
-	// a no-op there).
-	for kind, key := range map[string]string{
-		"bound":         keys.Bound(s.cfg.Name),
-		"relay-bound":   keys.RelayBound(s.cfg.Name),
-		"source-config": keys.SourceConfigPrefix(),
-	} {
-		exact := kind != "source-config"
-		h := &enqueueHandler{kind: kind, prefix: key, queue: queue, log: s.log,
-			keyOf: func(rest string) (string, bool) { return boundKey, !exact || rest == "" },
-			extra: func() []string { return []string{boundKey} }}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = ha.Watch(runCtx, s.cfg.Client, key, keyDecoder, h, ha.WatchOptions{
-				Logger:     s.log.With(zap.String("watch", kind)),
-				BackoffMin: s.cfg.WatchBackoffMin,
-				BackoffMax: s.cfg.WatchBackoffMax,
-				OnRestart: func(reason string) {
-					s.cfg.Metrics.WatchRestarts.WithLabelValues(kind, reason).Inc()
-				},
-			})
-		}()
-	}
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.runBoundReconciler(runCtx, queue)
-	}()
+	runner := &reconcileRunner{queue: queue, metrics: s.cfg.Metrics, log: s.log,
+		byKind: map[string]Reconciler{kindBound: reconcileFunc(s.reconcileBound)}}
+	runner.start(runCtx, &wg, 1)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.publishStatus(runCtx)
@@ -207,6 +193,7 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 		queue.ShutDown()
 		cancel()
 		wg.Wait()
+		watches.stop()
 		s.stopSourceWorker((*SourceWorker).Close)
 		// The caller's ctx is done; revoking needs a short life of its own.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
@@ -223,6 +210,7 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 		queue.ShutDown()
 		cancel()
 		wg.Wait()
+		watches.stop()
 		s.stopSourceWorker((*SourceWorker).Kill)
 		// The old lease is gone; Close only stops the keepalive goroutine.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -235,7 +223,7 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 // reregister grants a new lease and puts the worker info again, retrying
 // with backoff until it works or ctx is done (then nil).
 func (s *Server) reregister(ctx context.Context) *ha.Keepalive {
-	backoff := 100 * time.Millisecond
+	bo := backoff.New(100*time.Millisecond, 5*time.Second)
 	for {
 		ka, err := s.store.StartKeepalive(ctx, s.cfg.Name, s.cfg.KeepaliveTTL, s.log)
 		if err == nil {
@@ -245,35 +233,16 @@ func (s *Server) reregister(ctx context.Context) *ha.Keepalive {
 			}
 			_ = ka.Close(ctx)
 		}
-		s.log.Warn("re-register failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
-		select {
-		case <-ctx.Done():
+		s.log.Warn("re-register failed; retrying", zap.Error(err), zap.Duration("backoff", bo.Step()))
+		if _, ok := bo.Wait(ctx); !ok {
 			return nil
-		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff)/5+1))):
 		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func (s *Server) runBoundReconciler(ctx context.Context, queue *workqueue.Queue) {
-	for {
-		key, ok := queue.Get(ctx)
-		if !ok {
-			return
-		}
-		if err := s.reconcileBound(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("reconcile bound source failed; will retry", zap.Error(err))
-			queue.AddRateLimited(key)
-		} else {
-			queue.Forget(key)
-		}
-		queue.Done(key)
 	}
 }
 
 // reconcileBound converges the SourceWorker to the worker's bound key, the
 // source config as of the bound key's read, and the relay-bound key.
-func (s *Server) reconcileBound(ctx context.Context) error {
+func (s *Server) reconcileBound(ctx context.Context, _ string) error {
 	b, ok, rev, err := s.store.GetBound(ctx, s.cfg.Name)
 	if err != nil {
 		return fmt.Errorf("read bound source: %w", err)

@@ -2,12 +2,12 @@ package worker
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/stage"
 )
 
 // TaskError is a control-plane error about a task whose etcd keys cannot be
@@ -30,18 +30,10 @@ type SourceStatus struct {
 
 // Status is a snapshot of the source worker; subtasks sorted by name.
 func (w *SourceWorker) Status() SourceStatus {
-	w.mu.Lock()
-	tasks := make([]*SubTask, 0, len(w.subTasks))
-	for _, ts := range w.subTasks {
-		tasks = append(tasks, ts.st)
-	}
-	taskErrs := make(map[string]errs.Error, len(w.taskErrs))
-	for k, v := range w.taskErrs {
-		taskErrs[k] = v
-	}
-	taskWarns := maps.Clone(w.taskWarns)
-	relayEnabled, relay, relayErr, relayWarn := w.relayWatches != nil, w.relay, w.relayErr, w.relayWarn
-	w.mu.Unlock()
+	tasks := w.subTasks.list()
+	taskErrs, taskWarns, badKeys, seen := w.subTasks.recorded()
+	relayEnabled := w.enabled(&w.relayWatches)
+	relay, relayErr, relayWarn := w.relay.recorded()
 
 	out := SourceStatus{Source: w.source, SubTasks: make([]SubTaskStatus, 0, len(tasks)), Errors: []TaskError{}}
 	for _, st := range tasks {
@@ -52,36 +44,42 @@ func (w *SourceWorker) Status() SourceStatus {
 		out.SubTasks = append(out.SubTasks, s)
 	}
 	slices.SortFunc(out.SubTasks, func(a, b SubTaskStatus) int { return strings.Compare(a.Name, b.Name) })
-	for name, e := range taskErrs {
-		out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
-	}
-	for name, e := range taskWarns {
-		out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
+	for _, m := range []map[string]errs.Error{taskErrs, taskWarns} {
+		for name, e := range m {
+			out.Errors = append(out.Errors, TaskError{Task: name, Error: e})
+		}
 	}
 	if relayEnabled && relayWarn != nil {
 		out.Errors = append(out.Errors, TaskError{Error: *relayWarn})
 	}
-	badKeys, seen := w.badKeys.list()
 	for _, key := range badKeys {
 		name := key[strings.LastIndexByte(key, '/')+1:]
 		out.Errors = append(out.Errors, TaskError{Task: name, Error: errs.Error{
-			Code: CodeInvalidTaskName, Resumable: false, Time: seen[key],
+			Code: CodeSubTaskNameInvalid, Resumable: false, Time: seen[key],
 			Message: fmt.Sprintf("etcd key %s: %v; delete the key and use a valid task name", key, config.ValidateName("task", name)),
 		}})
 	}
 	slices.SortFunc(out.Errors, func(a, b TaskError) int { return strings.Compare(a.Task, b.Task) })
-
-	switch {
-	case !relayEnabled:
-		out.Relay = RelayStatus{Enabled: false}
-	case relay != nil:
-		out.Relay = relay.Status()
-		out.Relay.Enabled = true
-	default:
-		out.Relay = RelayStatus{Enabled: true, Stage: "Stopped", Errors: []errs.Error{}}
-	}
-	if relayErr != nil {
-		out.Relay.Errors = append(out.Relay.Errors, *relayErr)
-	}
+	out.Relay = relayStatus(relayEnabled, relay, relayErr)
 	return out
+}
+
+// relayStatus is the relay object of the status: only "enabled" when relay
+// is off, Stopped while no holder exists (being created, or creation
+// failed), and the holder's status otherwise; plus the control-plane error.
+func relayStatus(enabled bool, h RelayHolder, ctlErr *errs.Error) RelayStatus {
+	var st RelayStatus
+	switch {
+	case !enabled:
+		st = RelayStatus{Enabled: false}
+	case h != nil:
+		st = h.Status()
+		st.Enabled = true
+	default:
+		st = RelayStatus{Enabled: true, Stage: stage.Stopped, Errors: []errs.Error{}}
+	}
+	if ctlErr != nil {
+		st.Errors = append(st.Errors, *ctlErr)
+	}
+	return st
 }

@@ -246,7 +246,7 @@ func TestSourceWorkerStageLifecycle(t *testing.T) {
 
 	e.deleteConfig("t2")
 	within(t, time.Second, "t2 removed with an orphan-stage error", func() bool {
-		return e.sw.SubTask("t2") == nil && e.taskError("t2", CodeStageWithoutConfig)
+		return e.sw.SubTask("t2") == nil && e.taskError("t2", CodeSubTaskStageWithoutConfig)
 	})
 	e.waitStage("t3", stage.Running, time.Second)
 	st := e.sw.Status()
@@ -255,7 +255,7 @@ func TestSourceWorkerStageLifecycle(t *testing.T) {
 	}
 	// Deleting the orphan stage clears its error.
 	e.deleteStage("t2")
-	within(t, time.Second, "orphan error cleared", func() bool { return !e.taskError("t2", CodeStageWithoutConfig) })
+	within(t, time.Second, "orphan error cleared", func() bool { return !e.taskError("t2", CodeSubTaskStageWithoutConfig) })
 	checkProtocol(t, e.factory.latest("t1"), e.factory.latest("t3"))
 }
 
@@ -341,8 +341,8 @@ func TestSourceWorkerMalformedValuesAffectOnlyTheirTask(t *testing.T) {
 	e.putRaw(keys.SubTaskStage(testSource, "bad name!"), `{"expect":"Running","source":"mysql-01","task":"bad name!"}`)
 
 	within(t, 2*time.Second, "errors reported for m2, m4 and the invalid name", func() bool {
-		return e.taskError("m2", CodeMalformedValue) && e.taskError("m4", CodeMalformedValue) &&
-			e.taskError("bad name!", CodeInvalidTaskName)
+		return e.taskError("m2", CodeSubTaskValueMalformed) && e.taskError("m4", CodeSubTaskValueMalformed) &&
+			e.taskError("bad name!", CodeSubTaskNameInvalid)
 	})
 	if e.sw.SubTask("m4") != nil {
 		t.Fatal("a task whose config is malformed must not be created")
@@ -357,12 +357,12 @@ func TestSourceWorkerMalformedValuesAffectOnlyTheirTask(t *testing.T) {
 	if _, err := e.master.Client().Delete(e.ctx(), keys.SubTaskStage(testSource, "bad name!")); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 2*time.Second, "invalid-name error cleared", func() bool { return !e.taskError("bad name!", CodeInvalidTaskName) })
+	within(t, 2*time.Second, "invalid-name error cleared", func() bool { return !e.taskError("bad name!", CodeSubTaskNameInvalid) })
 
 	// A fixed value is picked up and the error goes away.
 	e.setStage("m2", stage.Paused)
 	e.waitStage("m2", stage.Paused, time.Second)
-	within(t, time.Second, "m2 error cleared", func() bool { return !e.taskError("m2", CodeMalformedValue) })
+	within(t, time.Second, "m2 error cleared", func() bool { return !e.taskError("m2", CodeSubTaskValueMalformed) })
 	var st SubTaskStatus
 	for _, s := range e.sw.Status().SubTasks {
 		if s.Name == "m2" {
@@ -381,7 +381,7 @@ func TestSourceWorkerInvalidConfigReported(t *testing.T) {
 	if _, err := e.master.PutSubTask(e.ctx(), bad, ha.Stage{Expect: stage.Running, Source: testSource, Task: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, time.Second, "invalid config reported", func() bool { return e.taskError("v1", CodeInvalidConfig) })
+	within(t, time.Second, "invalid config reported", func() bool { return e.taskError("v1", CodeSubTaskConfigInvalid) })
 	for _, te := range e.sw.Status().Errors {
 		if te.Task == "v1" && !strings.Contains(te.Message, "Dump") {
 			t.Fatalf("error should name the missing units: %s", te.Message)

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,36 +14,22 @@ import (
 	"github.com/dmworker/dm-worker/unit"
 )
 
-// Error codes a SubTask puts into its Result when it fails outside a unit's
-// Process.
-const (
-	CodeUnitCreate   = "unit-create"   // the factory could not build the pipeline
-	CodeUnitInit     = "unit-init"     // a unit's Init failed
-	CodeUnitProgress = "unit-progress" // a unit could not tell whether it has saved progress
-)
-
-// Errors of the SubTask lifecycle methods; they are returned wrapped with
-// the subtask's name and stage.
-var (
-	ErrSubTaskNotRunning       = errors.New("subtask: not running")
-	ErrSubTaskNotPaused        = errors.New("subtask: not paused")
-	ErrSubTaskClosed           = errors.New("subtask: closed")
-	ErrSubTaskNotAutoResumable = errors.New("subtask: not paused by a resumable error or paused explicitly")
-)
-
 // SubTask runs one subtask: the pipeline of units its task mode needs (dump,
 // load, sync) and its optional validator.
 //
+// Its stage, last error and explicit-pause mark are the shared lifecycle.
 // One supervisor goroutine drives the pipeline while it runs (Init of every
 // unit, the IsFreshTask scan, Process/Resume of the current unit, hand-over
 // to the next unit). Pause, Close and Kill cancel it and wait for it; only
 // the supervisor moves the stage away from Running, Resuming or Pausing
-// (compare-and-swap under mu), so the reported stage is always the real one.
+// (the lifecycle's compare-and-swap), so the reported stage is always the
+// real one.
 // Units are only called by the supervisor while it runs and by the
 // lifecycle methods (under ops) while it does not, never by both.
 //
 // All methods are safe for concurrent use.
 type SubTask struct {
+	lifecycle
 	name    string
 	factory unit.Factory
 	logger  *zap.Logger
@@ -62,15 +47,12 @@ type SubTask struct {
 	mu sync.Mutex
 	// guarded by mu:
 	cfg      *config.SubTaskConfig
-	stage    stage.Stage
-	result   *unit.Result // last failed run, nil when none
-	explicit bool         // paused by Pause (the checker must not resume)
-	buildErr error        // the factory's error for the current config
-	units    []unit.Unit  // the pipeline in order; nil when buildErr is set
-	inited   int          // units[:inited] were initialised successfully
-	scanned  bool         // cur was chosen by the IsFreshTask scan
-	cur      int          // index of the current unit; units[:cur] are closed
-	started  bool         // units[cur] ran (Process), so it continues with Resume
+	buildErr error       // the factory's error for the current config
+	units    []unit.Unit // the pipeline in order; nil when buildErr is set
+	inited   int         // units[:inited] were initialised successfully
+	scanned  bool        // cur was chosen by the IsFreshTask scan
+	cur      int         // index of the current unit; units[:cur] are closed
+	started  bool        // units[cur] ran (Process), so it continues with Resume
 	valid    unit.Validator
 	vRunning bool // valid was started and not stopped by StopValidator
 }
@@ -80,11 +62,11 @@ type SubTask struct {
 // runs: it then pauses with a non-resumable error.
 func NewSubTask(cfg *config.SubTaskConfig, factory unit.Factory, logger *zap.Logger) *SubTask {
 	s := &SubTask{
-		name:    cfg.Name,
-		factory: factory,
-		logger:  logger.With(zap.String("task", cfg.Name)),
-		cfg:     cfg.Clone(),
-		stage:   stage.New,
+		lifecycle: newLifecycle(fmt.Sprintf("subtask %q", cfg.Name)),
+		name:      cfg.Name,
+		factory:   factory,
+		logger:    logger.With(zap.String("task", cfg.Name)),
+		cfg:       cfg.Clone(),
 	}
 	s.units, s.buildErr = s.build(s.cfg)
 	return s
@@ -137,29 +119,6 @@ func (s *SubTask) Config() *config.SubTaskConfig {
 	return s.cfg.Clone()
 }
 
-// Stage is the current stage.
-func (s *SubTask) Stage() stage.Stage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stage
-}
-
-// Result returns a copy of the last failed run, or nil when the subtask has
-// not failed since it last (re)started.
-func (s *SubTask) Result() *unit.Result {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.result.Clone()
-}
-
-// ExplicitlyPaused reports whether the subtask was paused by Pause (and not
-// resumed since), so the auto-resume checker must leave it alone.
-func (s *SubTask) ExplicitlyPaused() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.explicit
-}
-
 // CurrentUnit is the type of the unit the pipeline is at ("" when the
 // pipeline could not be built).
 func (s *SubTask) CurrentUnit() unit.Type {
@@ -198,11 +157,9 @@ type ValidatorStatus = unit.ValidatorStatus
 // {} when there are none, and the validator shows Stopped with zero counts
 // when there is no validator.
 func (s *SubTask) Status() SubTaskStatus {
+	stg, errors := s.snapshot()
+	st := SubTaskStatus{Name: s.name, Stage: stg, Errors: errors}
 	s.mu.Lock()
-	st := SubTaskStatus{Name: s.name, Stage: s.stage, Errors: []errs.Error{}}
-	if s.result != nil {
-		st.Errors = append(st.Errors, s.result.Errors...)
-	}
 	var u unit.Unit
 	if len(s.units) > 0 {
 		u = s.units[s.cur]
@@ -225,24 +182,17 @@ func (s *SubTask) Status() SubTaskStatus {
 	return st
 }
 
-// fail records a failed run and moves a live stage to Paused. A subtask
-// being stopped stays Stopping: Close or Kill finishes it.
-func (s *SubTask) fail(entries []errs.Error) {
-	s.mu.Lock()
-	s.result = &unit.Result{Errors: entries}
-	from := s.stage
-	if from == stage.Running || from == stage.Resuming || from == stage.Pausing {
-		s.stage = stage.Paused
-	}
-	to := s.stage
-	s.mu.Unlock()
+// failRun records a failed run: live stages become Paused, a subtask being
+// stopped stays Stopping (Close or Kill finishes it).
+func (s *SubTask) failRun(entries []errs.Error) {
+	from, to := s.fail(entries)
 	for _, e := range entries {
 		s.logger.Warn("subtask failed", zap.String("from", string(from)), zap.String("stage", string(to)),
 			zap.String("error-code", e.Code), zap.Bool("resumable", e.Resumable), zap.String("error", e.Message))
 	}
 }
 
-// failErr is fail for one error, stamped now.
+// failErr is failRun for one error, stamped now.
 func (s *SubTask) failErr(err error) {
-	s.fail([]errs.Error{errs.Entry(err, time.Now())})
+	s.failRun([]errs.Error{errs.Entry(err, time.Now())})
 }

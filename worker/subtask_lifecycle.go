@@ -23,15 +23,12 @@ import (
 func (s *SubTask) Run(ctx context.Context) {
 	s.ops.Lock()
 	defer s.ops.Unlock()
-	s.mu.Lock()
-	if s.stage != stage.New {
-		st := s.stage
-		s.mu.Unlock()
-		s.logger.Warn("run ignored: subtask already started", zap.String("stage", string(st)))
+	if err := s.start(); err != nil {
+		s.logger.Warn("run ignored", zap.Error(err))
 		return
 	}
+	s.mu.Lock()
 	buildErr := s.buildErr
-	s.stage = stage.Running
 	s.mu.Unlock()
 	if buildErr != nil {
 		s.failErr(buildErr) // Running → Paused with the error
@@ -47,27 +44,18 @@ func (s *SubTask) Run(ctx context.Context) {
 // never auto-resumes it. A New subtask becomes Paused without running; a
 // subtask already Paused (by an error) is only marked. ctx bounds the wait:
 // when it ends first, the pause completes in the background and ctx's error
-// is returned. Other stages give ErrSubTaskNotRunning.
+// is returned. Other stages give ErrNotRunning.
 func (s *SubTask) Pause(ctx context.Context) error {
 	s.ops.Lock()
 	defer s.ops.Unlock()
-	s.mu.Lock()
-	st := s.stage
-	switch st {
-	case stage.Running, stage.Resuming, stage.Pausing:
-		s.stage = stage.Pausing
-		s.explicit = true
-	case stage.New, stage.Paused:
-		s.stage = stage.Paused
-		s.explicit = true
-		s.mu.Unlock()
-		s.logger.Info("subtask paused", zap.String("from", string(st)))
-		return nil
-	default:
-		s.mu.Unlock()
-		return fmt.Errorf("%w: pause subtask %q in stage %s", ErrSubTaskNotRunning, s.name, st)
+	stop, err := s.pause()
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
+	if !stop {
+		s.logger.Info("subtask paused before it ran")
+		return nil
+	}
 	s.cancel()
 	if err := s.waitSupervisor(ctx); err != nil {
 		return fmt.Errorf("pause subtask %q: %w", s.name, err)
@@ -80,7 +68,7 @@ func (s *SubTask) Pause(ctx context.Context) error {
 // It clears the explicit-pause mark and the errors; the unit that failed or
 // was paused continues with Resume, a unit that has not run yet with
 // Process. A subtask still Pausing is waited for (bounded by ctx). Other
-// stages give ErrSubTaskNotPaused. Like Run, the pipeline outlives ctx.
+// stages give ErrNotPaused. Like Run, the pipeline outlives ctx.
 func (s *SubTask) Resume(ctx context.Context) error {
 	s.ops.Lock()
 	defer s.ops.Unlock()
@@ -89,7 +77,7 @@ func (s *SubTask) Resume(ctx context.Context) error {
 
 // AutoResume is Resume for the auto-resume checker: it resumes only a
 // subtask paused by errors that are all resumable and not paused explicitly;
-// otherwise it returns ErrSubTaskNotAutoResumable. The explicit-pause mark
+// otherwise it returns ErrNotAutoResumable. The explicit-pause mark
 // stays cleared.
 func (s *SubTask) AutoResume(ctx context.Context) error {
 	s.ops.Lock()
@@ -104,30 +92,19 @@ func (s *SubTask) resume(ctx context.Context, auto bool) error {
 			return fmt.Errorf("resume subtask %q: wait for the pause to finish: %w", s.name, err)
 		}
 	}
+	prev, err := s.beginResume(auto)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
-	if s.stage != stage.Paused {
-		st := s.stage
-		s.mu.Unlock()
-		return fmt.Errorf("%w: resume subtask %q in stage %s", ErrSubTaskNotPaused, s.name, st)
-	}
-	if auto && (s.explicit || !s.result.Resumable()) {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: subtask %q", ErrSubTaskNotAutoResumable, s.name)
-	}
-	prev := s.result
-	s.explicit = false
-	s.result = nil
 	if s.units == nil {
 		s.units, s.buildErr = s.build(s.cfg)
 		s.inited, s.scanned, s.cur, s.started = 0, false, 0, false
 	}
 	buildErr := s.buildErr
-	if buildErr == nil {
-		s.stage = stage.Resuming
-	}
 	s.mu.Unlock()
 	if buildErr != nil {
-		s.failErr(buildErr)
+		s.failErr(buildErr) // Resuming → Paused with the error
 		return fmt.Errorf("resume subtask %q: %w", s.name, buildErr)
 	}
 	fields := []zap.Field{zap.Bool("auto", auto)}
@@ -153,12 +130,11 @@ func (s *SubTask) Update(ctx context.Context, cfg *config.SubTaskConfig) error {
 		return fmt.Errorf("update subtask %q: the new config names task %q; a subtask cannot be renamed", s.name, cfg.Name)
 	}
 	newCfg := cfg.Clone()
-	s.mu.Lock()
-	st := s.stage
+	st := s.Stage()
 	if st != stage.New && st != stage.Paused {
-		s.mu.Unlock()
-		return fmt.Errorf("%w: update subtask %q in stage %s; pause it first", ErrSubTaskNotPaused, s.name, st)
+		return fmt.Errorf("%w: update subtask %q in stage %s; pause it first", ErrNotPaused, s.name, st)
 	}
+	s.mu.Lock()
 	if !s.scanned {
 		// Nothing has run: rebuild the pipeline from the new config.
 		old := s.units
@@ -209,13 +185,9 @@ func (s *SubTask) Kill() { s.stop(unit.Unit.Kill, "killed") }
 func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
 	s.ops.Lock()
 	defer s.ops.Unlock()
-	s.mu.Lock()
-	if s.stage == stage.Stopped {
-		s.mu.Unlock()
+	if !s.beginStop() {
 		return
 	}
-	s.stage = stage.Stopping
-	s.mu.Unlock()
 	if s.cancel != nil {
 		s.cancel()
 		<-s.done
@@ -230,9 +202,7 @@ func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
 		stopUnit(u)
 	}
 	s.StopValidator()
-	s.mu.Lock()
-	s.stage = stage.Stopped
-	s.mu.Unlock()
+	s.stopped()
 	s.logger.Info("subtask " + what)
 }
 

@@ -6,7 +6,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -16,13 +15,7 @@ import (
 // runs.
 func (s *SubTask) supervise(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	s.mu.Lock()
-	if s.stage == stage.Resuming {
-		s.stage = stage.Running
-	}
-	live := s.stage == stage.Running
-	s.mu.Unlock()
-	if !live {
+	if !s.running() {
 		// Paused or stopped before it started: the units stay as they are.
 		s.settleCanceled(nil)
 		return
@@ -106,7 +99,7 @@ func (s *SubTask) prepare(ctx context.Context) bool {
 func (s *SubTask) afterRun(u unit.Unit, r unit.Result) bool {
 	switch {
 	case len(r.Errors) > 0:
-		s.fail(r.Errors)
+		s.failRun(r.Errors)
 		return false
 	case r.IsCanceled:
 		s.settleCanceled(u)
@@ -115,28 +108,24 @@ func (s *SubTask) afterRun(u unit.Unit, r unit.Result) bool {
 
 	s.mu.Lock()
 	last := s.cur == len(s.units)-1
-	if s.stage == stage.Stopping {
-		s.mu.Unlock()
+	s.mu.Unlock()
+	if s.stopping() {
 		return false
 	}
 	if last {
-		s.stage = stage.Finished
-		s.mu.Unlock()
-		s.logger.Info("subtask finished", zap.String("unit", string(u.Type())))
+		if s.finish() {
+			s.logger.Info("subtask finished", zap.String("unit", string(u.Type())))
+		}
 		return false
 	}
-	s.mu.Unlock()
 
 	u.Close()
 	s.mu.Lock()
 	s.cur++
 	s.started = false
 	next := s.units[s.cur].Type()
-	goOn := s.stage == stage.Running
-	if s.stage == stage.Pausing {
-		s.stage = stage.Paused
-	}
 	s.mu.Unlock()
+	goOn := s.handOver()
 	s.logger.Info("unit finished; handing over", zap.String("unit", string(u.Type())), zap.String("next", string(next)))
 	return goOn
 }
@@ -145,18 +134,11 @@ func (s *SubTask) afterRun(u unit.Unit, r unit.Result) bool {
 // cancelled: a pausing subtask pauses its unit u (nil when no unit was
 // running) and becomes Paused; a stopping one is left to Close or Kill.
 func (s *SubTask) settleCanceled(u unit.Unit) {
-	s.mu.Lock()
-	st := s.stage
-	s.mu.Unlock()
-	if st == stage.Stopping {
+	if s.stopping() {
 		return
 	}
 	if u != nil {
 		u.Pause()
 	}
-	s.mu.Lock()
-	if s.stage != stage.Stopping {
-		s.stage = stage.Paused
-	}
-	s.mu.Unlock()
+	s.settle()
 }

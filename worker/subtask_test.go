@@ -162,7 +162,7 @@ func TestSubTaskFailurePausesWithError(t *testing.T) {
 
 			err := s.AutoResume(context.Background())
 			if !tt.wantResumable {
-				if !errors.Is(err, ErrSubTaskNotAutoResumable) || s.Stage() != stage.Paused {
+				if !errors.Is(err, ErrNotAutoResumable) || s.Stage() != stage.Paused {
 					t.Fatalf("AutoResume of a non-resumable error: %v, stage %s", err, s.Stage())
 				}
 				// The operator can still resume it explicitly.
@@ -204,7 +204,7 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	if s.Stage() != stage.Paused || u.State() != usPaused || !s.ExplicitlyPaused() || s.Result() != nil {
 		t.Fatalf("after pause: stage %s unit %s explicit %v result %+v", s.Stage(), u.State(), s.ExplicitlyPaused(), s.Result())
 	}
-	if err := s.AutoResume(ctx); !errors.Is(err, ErrSubTaskNotAutoResumable) {
+	if err := s.AutoResume(ctx); !errors.Is(err, ErrNotAutoResumable) {
 		t.Fatalf("AutoResume of an explicit pause: %v", err)
 	}
 	if err := s.Resume(ctx); err != nil {
@@ -214,7 +214,7 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	if s.Stage() != stage.Running || s.ExplicitlyPaused() {
 		t.Fatalf("after resume: stage %s explicit %v", s.Stage(), s.ExplicitlyPaused())
 	}
-	if err := s.Resume(ctx); !errors.Is(err, ErrSubTaskNotPaused) {
+	if err := s.Resume(ctx); !errors.Is(err, ErrNotPaused) {
 		t.Fatalf("Resume of a running subtask: %v", err)
 	}
 
@@ -224,7 +224,7 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	if err := s.Pause(ctx); err != nil || !s.ExplicitlyPaused() {
 		t.Fatalf("pause of an errored subtask: %v explicit %v", err, s.ExplicitlyPaused())
 	}
-	if err := s.AutoResume(ctx); !errors.Is(err, ErrSubTaskNotAutoResumable) {
+	if err := s.AutoResume(ctx); !errors.Is(err, ErrNotAutoResumable) {
 		t.Fatalf("AutoResume after explicit pause: %v", err)
 	}
 	want := []string{"Init", "Process", "Pause", "Resume"}
@@ -234,10 +234,10 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	checkProtocol(t, u)
 
 	s.Close()
-	if err := s.Pause(ctx); !errors.Is(err, ErrSubTaskNotRunning) {
+	if err := s.Pause(ctx); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Pause after Close: %v", err)
 	}
-	if err := s.Resume(ctx); !errors.Is(err, ErrSubTaskNotPaused) {
+	if err := s.Resume(ctx); !errors.Is(err, ErrNotPaused) {
 		t.Fatalf("Resume after Close: %v", err)
 	}
 }
@@ -264,7 +264,7 @@ func TestSubTaskPauseResumeAfterHandOver(t *testing.T) {
 	if got, want := load.Calls(), []string{"Init", "IsFreshTask", "Process", "Pause", "Resume"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("load calls %v, want %v", got, want)
 	}
-	if err := s.Pause(context.Background()); !errors.Is(err, ErrSubTaskNotRunning) {
+	if err := s.Pause(context.Background()); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("Pause of a finished subtask: %v", err)
 	}
 	checkProtocol(t, dump, load)
@@ -278,7 +278,7 @@ func TestSubTaskUpdate(t *testing.T) {
 		updateErr error
 		wantErr   error
 	}{
-		{"running", false, "incremental", nil, ErrSubTaskNotPaused},
+		{"running", false, "incremental", nil, ErrNotPaused},
 		{"paused", true, "incremental", nil, nil},
 		{"unit cannot update", true, "incremental", fmt.Errorf("sync: new route rules: %w", unit.ErrUpdateUnsupported), unit.ErrUpdateUnsupported},
 		{"mode change", true, "all", nil, unit.ErrUpdateUnsupported},
@@ -373,7 +373,7 @@ func TestSubTaskBuildAndInitErrors(t *testing.T) {
 		if len(r.Errors) != 1 || r.Errors[0].Code != CodeUnitInit || r.Errors[0].Resumable {
 			t.Fatalf("result %+v, want one non-resumable %s error", r, CodeUnitInit)
 		}
-		if err := s.AutoResume(context.Background()); !errors.Is(err, ErrSubTaskNotAutoResumable) {
+		if err := s.AutoResume(context.Background()); !errors.Is(err, ErrNotAutoResumable) {
 			t.Fatalf("AutoResume of an init error: %v", err)
 		}
 		load.set(func(u *testUnit) { u.initErr = nil })
@@ -445,7 +445,7 @@ func TestSubTaskCloseAndKill(t *testing.T) {
 			if u.count("Close")+u.count("Kill") != 1 {
 				t.Fatalf("unit stopped twice: %v", u.Calls())
 			}
-			if err := s.StartValidator(context.Background()); !errors.Is(err, ErrSubTaskClosed) {
+			if err := s.StartValidator(context.Background()); !errors.Is(err, ErrClosed) {
 				t.Fatalf("StartValidator after close: %v", err)
 			}
 			checkProtocol(t, u)

@@ -16,13 +16,13 @@ import (
 func (s *SubTask) StartValidator(ctx context.Context) error {
 	s.vops.Lock()
 	defer s.vops.Unlock()
+	if s.stopping() {
+		return fmt.Errorf("%w: start validator of subtask %q", ErrClosed, s.name)
+	}
 	s.mu.Lock()
-	st, old, running := s.stage, s.valid, s.vRunning
+	old, running := s.valid, s.vRunning
 	cfg := s.cfg.Clone()
 	s.mu.Unlock()
-	if st == stage.Stopping || st == stage.Stopped {
-		return fmt.Errorf("%w: start validator of subtask %q", ErrSubTaskClosed, s.name)
-	}
 	if running && old.Stage() == stage.Running {
 		return nil
 	}

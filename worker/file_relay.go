@@ -15,7 +15,6 @@ import (
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/relay"
-	"github.com/dmworker/dm-worker/unit"
 )
 
 // RelayOptions configure the relays NewRelayFactory creates.
@@ -55,24 +54,22 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 		if err != nil {
 			return nil, fmt.Errorf("open relay of source %q in %s: %w", cfg.SourceID, dir, err)
 		}
-		return &FileRelay{relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"), stage: stage.New, purgeDone: make(chan struct{})}, nil
+		return &FileRelay{lifecycle: newLifecycle(fmt.Sprintf("relay of source %q", cfg.SourceID)),
+			relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"), purgeDone: make(chan struct{})}, nil
 	}
 }
 
-// FileRelay is the RelayHolder of a relay kept in local binlog files. It
-// also implements Resumable (via RelayHolder) and RelayPurger, and hands
-// out relay readers.
+// FileRelay is the RelayHolder of a relay kept in local binlog files. Its
+// stage, last error and explicit-pause mark are the shared lifecycle.
 type FileRelay struct {
+	lifecycle
 	relay *relay.Relay
 	cfg   *config.SourceConfig
 	opts  RelayOptions
 	log   *zap.Logger
 	ops   sync.Mutex // serialises Start/Pause/Resume/Close
 
-	mu        sync.Mutex // guards the fields below
-	stage     stage.Stage
-	result    *unit.Result
-	explicit  bool
+	mu        sync.Mutex         // guards the fields below
 	cancel    context.CancelFunc // of the running pull; nil when not running
 	done      chan struct{}      // closed when the running pull returned
 	master    string
@@ -81,40 +78,13 @@ type FileRelay struct {
 	purgeDone chan struct{}
 }
 
-var (
-	_ RelayHolder = (*FileRelay)(nil)
-	_ RelayPurger = (*FileRelay)(nil)
-)
+var _ RelayHolder = (*FileRelay)(nil)
 
 // Name names the relay in the checker's logs.
 func (h *FileRelay) Name() string { return "relay/" + h.cfg.SourceID }
 
 // Kind labels the relay in auto-resume metrics.
 func (h *FileRelay) Kind() string { return "relay" }
-
-// Stage is the current stage.
-func (h *FileRelay) Stage() stage.Stage {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.stage
-}
-
-// Result is the error that paused the relay, nil when it did not fail.
-func (h *FileRelay) Result() *unit.Result {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.result.Clone()
-}
-
-// ExplicitlyPaused reports whether Pause paused it.
-func (h *FileRelay) ExplicitlyPaused() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.explicit
-}
-
-// Relay returns the underlying relay.
-func (h *FileRelay) Relay() *relay.Relay { return h.relay }
 
 // Reader returns a new relay reader for one consumer; the sync unit and
 // stream tasks read the relay through it.
@@ -138,13 +108,11 @@ func (h *FileRelay) AddPurgeBlocker(b relay.Blocker) { h.relay.AddBlocker(b) }
 func (h *FileRelay) Start(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	h.mu.Lock()
-	if h.stage != stage.New {
-		st := h.stage
-		h.mu.Unlock()
-		return fmt.Errorf("start relay of source %q: already %s", h.cfg.SourceID, st)
+	if err := h.start(); err != nil {
+		return err
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.mu.Lock()
 	h.purgeStop = cancel
 	h.mu.Unlock()
 	go func() {
@@ -155,13 +123,14 @@ func (h *FileRelay) Start(ctx context.Context) error {
 	return nil
 }
 
-// run starts the pull goroutine; ops is held.
+// run starts the pull goroutine of a Running or Resuming relay; ops is held.
 func (h *FileRelay) run(ctx context.Context) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	h.mu.Lock()
-	h.stage, h.result, h.cancel, h.done = stage.Running, nil, cancel, done
+	h.cancel, h.done = cancel, done
 	h.mu.Unlock()
+	h.running()
 	h.log.Info("relay running")
 	go func() {
 		defer close(done)
@@ -174,11 +143,8 @@ func (h *FileRelay) run(ctx context.Context) {
 		err := h.relay.Run(rctx)
 		stopMaster()
 		<-masterDone
-		h.mu.Lock()
-		defer h.mu.Unlock()
 		if err != nil && rctx.Err() == nil {
-			h.stage = stage.Paused
-			h.result = &unit.Result{Errors: []errs.Error{errs.Entry(err, h.opts.Clock.Now())}}
+			h.fail([]errs.Error{errs.Entry(err, h.opts.Clock.Now())})
 			h.log.Error("relay paused by an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 		}
 	}()
@@ -238,20 +204,11 @@ func (h *FileRelay) stopPull(ctx context.Context) error {
 func (h *FileRelay) Pause(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	h.mu.Lock()
-	switch h.stage {
-	case stage.Running, stage.Paused, stage.New:
-	default:
-		st := h.stage
-		h.mu.Unlock()
-		return fmt.Errorf("pause relay of source %q: it is %s", h.cfg.SourceID, st)
+	if _, err := h.pause(); err != nil {
+		return err
 	}
-	h.stage, h.explicit = stage.Pausing, true
-	h.mu.Unlock()
 	err := h.stopPull(ctx)
-	h.mu.Lock()
-	h.stage = stage.Paused
-	h.mu.Unlock()
+	h.settle()
 	h.log.Info("relay paused")
 	return err
 }
@@ -270,22 +227,16 @@ func (h *FileRelay) AutoResume(ctx context.Context) error {
 	return h.resume(ctx, true)
 }
 
+// resume runs under ops. The pull of a paused relay has returned (an error
+// ended it, or Pause waited for it); it is waited for again, bounded by
+// ctx, before the stage moves.
 func (h *FileRelay) resume(ctx context.Context, auto bool) error {
-	h.mu.Lock()
-	st, explicit, res := h.stage, h.explicit, h.result
-	h.mu.Unlock()
-	if st != stage.Paused {
-		return fmt.Errorf("resume relay of source %q: it is %s, not Paused", h.cfg.SourceID, st)
-	}
-	if auto && (explicit || !res.Resumable()) {
-		return fmt.Errorf("relay of source %q is not auto-resumable (explicit pause or a non-resumable error)", h.cfg.SourceID)
-	}
 	if err := h.stopPull(ctx); err != nil {
 		return err
 	}
-	h.mu.Lock()
-	h.explicit = false
-	h.mu.Unlock()
+	if _, err := h.beginResume(auto); err != nil {
+		return err
+	}
 	h.run(ctx)
 	return nil
 }
@@ -295,13 +246,11 @@ func (h *FileRelay) resume(ctx context.Context, auto bool) error {
 func (h *FileRelay) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	h.mu.Lock()
-	if h.stage == stage.Stopped {
-		h.mu.Unlock()
+	if !h.beginStop() {
 		return
 	}
+	h.mu.Lock()
 	purgeStop := h.purgeStop
-	h.stage = stage.Stopping
 	h.mu.Unlock()
 	if done := h.cancelPull(); done != nil {
 		<-done
@@ -314,9 +263,7 @@ func (h *FileRelay) Close() {
 	if err := h.relay.Close(); err != nil {
 		h.log.Warn("close relay", zap.Error(err))
 	}
-	h.mu.Lock()
-	h.stage = stage.Stopped
-	h.mu.Unlock()
+	h.stopped()
 	h.log.Info("relay stopped")
 }
 
@@ -328,18 +275,19 @@ func (h *FileRelay) Kill() { h.Close() }
 func (h *FileRelay) Status() RelayStatus {
 	written := h.relay.Written()
 	pullErr := h.relay.Err()
+	stg, errors := h.snapshot()
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	master := h.master
+	h.mu.Unlock()
 	st := RelayStatus{
-		Enabled: true, Stage: h.stage, RelayBinlogGTID: written.GTID,
-		MasterBinlog: h.master, RelayDir: h.relay.Dir(), Errors: []errs.Error{},
+		Enabled: true, Stage: stg, RelayBinlogGTID: written.GTID,
+		MasterBinlog: master, RelayDir: h.relay.Dir(), Errors: errors,
 	}
 	if !written.IsZero() {
 		st.RelayBinlog = written.String()
 	}
-	if h.result != nil {
-		st.Errors = append(st.Errors, h.result.Errors...)
-	} else if pullErr != nil && h.stage == stage.Running {
+	if len(errors) == 0 && pullErr != nil && stg == stage.Running {
+		// Retrying a reconnect: shown while it lasts, not a failed run.
 		st.Errors = append(st.Errors, errs.Entry(pullErr, h.opts.Clock.Now()))
 	}
 	return st
