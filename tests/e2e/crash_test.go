@@ -26,7 +26,7 @@ func TestSyncSurvivesKill9(t *testing.T) { testSyncSurvivesKill9(t, false) }
 func TestSyncWithRelaySurvivesKill9(t *testing.T) { testSyncSurvivesKill9(t, true) }
 
 func testSyncSurvivesKill9(t *testing.T, relay bool) {
-	r := startReplication(t, relay)
+	r := startReplication(t, replOptions{relay: relay})
 	wl := startWorkload(t, r.srcDB, 4)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("kill moments: seed %d", seed)
@@ -87,22 +87,16 @@ func testSyncSurvivesKill9(t *testing.T, relay bool) {
 // checker resumes it once the target is back (no operator action), and
 // the target ends equal to the source.
 func TestSyncTargetRestart(t *testing.T) {
-	r := startReplication(t, false)
+	r := startReplication(t, replOptions{})
 	wl := startWorkload(t, r.srcDB, 4)
 	r.waitProgress(100)
 
 	r.tgt.Kill(t)
 	r.tgtDB.SetMaxIdleConns(0) // drop the pool's connections to the dead server
 	r.tgtDB.SetMaxIdleConns(2)
-	var failed subtaskDoc
-	waitFor(t, 20*time.Second, "the subtask reports a resumable error while the target is down", func() bool {
-		d, err := r.subtask()
-		if err != nil {
-			return false
-		}
+	failed := r.waitSubtask(20*time.Second, "the subtask reports a resumable error while the target is down", func(d subtaskDoc) bool {
 		for _, e := range d.Errors {
 			if e.Resumable {
-				failed = d
 				return true
 			}
 		}
@@ -124,10 +118,7 @@ func TestSyncTargetRestart(t *testing.T) {
 	}
 
 	r.tgt.Restart(t)
-	waitFor(t, 30*time.Second, "the subtask is auto-resumed (Running in Sync without errors)", func() bool {
-		d, err := r.subtask()
-		return err == nil && d.syncing()
-	})
+	r.waitSubtask(30*time.Second, "the subtask is auto-resumed (Running in Sync without errors)", subtaskDoc.syncing)
 	r.waitProgress(100)
 	if err := wl.stop(); err != nil {
 		t.Fatalf("workload: %v", err)
@@ -144,7 +135,7 @@ func TestSyncTargetRestart(t *testing.T) {
 // for a second; after dmctl task resume the target catches up and ends
 // equal to the source.
 func TestSyncPauseResumeViaDmctl(t *testing.T) {
-	r := startReplication(t, false)
+	r := startReplication(t, replOptions{})
 	wl := startWorkload(t, r.srcDB, 4)
 	r.waitProgress(100)
 
@@ -183,10 +174,7 @@ func TestSyncPauseResumeViaDmctl(t *testing.T) {
 	}
 
 	r.c.ok("task", "resume", replTask)
-	waitFor(t, 10*time.Second, "the subtask runs again after dmctl task resume", func() bool {
-		d, err := r.subtask()
-		return err == nil && d.syncing()
-	})
+	r.waitSubtask(10*time.Second, "the subtask runs again after dmctl task resume", subtaskDoc.syncing)
 	r.waitProgress(100)
 	if err := wl.stop(); err != nil {
 		t.Fatalf("workload: %v", err)
@@ -204,9 +192,8 @@ func (r *replication) waitProgress(n uint64) {
 	if d, err := r.subtask(); err == nil {
 		from = d.Progress.Transactions
 	}
-	waitFor(r.t, 30*time.Second, "the sync unit applies transactions", func() bool {
-		d, err := r.subtask()
-		return err == nil && d.syncing() && d.Progress.Transactions >= from+n
+	r.waitSubtask(30*time.Second, fmt.Sprintf("the sync unit applies %d transactions after the %d it had read", n, from), func(d subtaskDoc) bool {
+		return d.syncing() && d.Progress.Transactions >= from+n
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestDmctlBadInputWritesNothing runs dmctl with bad input against a
@@ -66,7 +68,7 @@ func TestDmctlBadInputWritesNothing(t *testing.T) {
 
 	t.Run("etcd unreachable", func(t *testing.T) {
 		before := c.stableKeys()
-		closed := "http://" + freeAddr(t)
+		closed := "http://" + testutil.FreeAddr(t)
 		r := runDmctl(t, "--etcd-endpoints", closed, "--etcd-prefix", c.prefix, "--timeout", "2s",
 			"source", "create", writeFile(t, "mysql-03.yaml", sourceYAML("mysql-03")), "--worker", "w2")
 		if r.code != 1 {

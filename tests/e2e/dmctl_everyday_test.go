@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestDmctlEverydayCommands runs DM's everyday commands against a real
@@ -15,24 +16,28 @@ import (
 // `dmctl relay purge --inactive` removes the relay files nobody reads any
 // more; `dmctl task config` shows what etcd holds.
 func TestDmctlEverydayCommands(t *testing.T) {
-	r := startReplication(t, true)
+	r := startReplication(t, replOptions{relay: true})
 
 	// The column exists on the target already: the target rejects the DDL.
 	r.tgt.Exec(t, "ALTER TABLE crash.accounts ADD COLUMN extra INT NULL")
 	r.src.Exec(t, "ALTER TABLE crash.accounts ADD COLUMN extra INT NULL")
-	waitFor(t, 30*time.Second, "the subtask stops on the rejected DDL", func() bool {
-		d, err := r.subtask()
-		return err == nil && d.Stage == "Paused" && len(d.Errors) > 0 && d.Errors[0].Code == "sync-ddl"
+	r.waitSubtask(30*time.Second, "the subtask stops on the rejected DDL", func(d subtaskDoc) bool {
+		return d.Stage == "Paused" && len(d.Errors) > 0 && d.Errors[0].Code == "sync-ddl"
 	})
 	out := r.c.ok("task", "handle-error", replTask, "skip").stdout
 	if !strings.Contains(out, "skip recorded; subtask resumed") {
 		t.Errorf("handle-error output:\n%s", out)
 	}
 	r.src.Exec(t, "INSERT INTO crash.accounts (id, owner, balance, flags, kind, touched, extra) VALUES (424242, 'after-skip', 1, 0, 'basic', NOW(6), 7)")
-	waitFor(t, 30*time.Second, "the row written after the skipped DDL reaches the target", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the row written after the skipped DDL reaches the target", func() error {
 		var n int
-		err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM crash.accounts WHERE id = 424242 AND extra = 7").Scan(&n)
-		return err == nil && n == 1
+		if err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM crash.accounts WHERE id = 424242 AND extra = 7").Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%d such rows on the target", n)
+		}
+		return nil
 	})
 	if d, err := r.subtask(); err != nil || !d.syncing() {
 		t.Errorf("subtask after handle-error: %v (%v), want syncing", d, err)
@@ -50,9 +55,8 @@ func TestDmctlEverydayCommands(t *testing.T) {
 		r.src.Exec(t, "INSERT INTO crash.accounts (id, owner, balance, flags, kind, touched) VALUES (?, 'rot', 1, 0, 'basic', NOW(6))", 500000+i)
 	}
 	file, _, _ := r.src.MasterStatus(t)
-	waitFor(t, 30*time.Second, "the subtask reads the source's newest binlog file "+file, func() bool {
-		d, err := r.subtask()
-		return err == nil && strings.HasPrefix(d.Progress.Checkpoint, file+":")
+	r.waitSubtask(30*time.Second, "the subtask reads the source's newest binlog file "+file, func(d subtaskDoc) bool {
+		return strings.HasPrefix(d.Progress.Checkpoint, file+":")
 	})
 	var purge struct {
 		Source string   `json:"source"`
@@ -85,11 +89,7 @@ func TestDmctlStartTime(t *testing.T) {
 	srcDB, tgtDB := src.DB(t), tgt.DB(t)
 	c := newEtcdCluster(t)
 	startWorker(t, workerOptions{name: "w1", endpoints: c.endpoints, prefix: c.prefix})
-	waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive", func() bool {
-		var doc workerListDoc
-		c.json(&doc, "worker", "list")
-		return len(doc.Workers) == 1 && doc.Workers[0].Alive
-	})
+	c.waitWorkerAlive("w1")
 	c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(
 		"source-id: mysql-01\nfrom: {host: 127.0.0.1, port: %d, user: root, password: \"\"}\n", src.Port())), "--worker", "w1")
 	for _, in := range []*mariadbtest.Instance{src, tgt} {
@@ -106,9 +106,11 @@ func TestDmctlStartTime(t *testing.T) {
 	}
 	before := serverNow()
 	var at int64
-	waitFor(t, 10*time.Second, "the source's clock moves to the next second", func() bool {
-		at = serverNow()
-		return at > before
+	testutil.Eventually(t, 10*time.Second, "the source's clock moves to the next second", func() error {
+		if at = serverNow(); at <= before {
+			return fmt.Errorf("the source's clock is at %d", at)
+		}
+		return nil
 	})
 	src.Exec(t, "INSERT INTO st.t VALUES (2)")
 
@@ -137,7 +139,10 @@ block-allow-list:
 		}
 		return strings.Join(out, ",")
 	}
-	waitFor(t, 30*time.Second, "rows 2 and 3 (at and after --start-time) on the target, row 1 not", func() bool {
-		return ids() == "2,3"
+	testutil.Eventually(t, 30*time.Second, "rows 2 and 3 (at and after --start-time) on the target, row 1 not", func() error {
+		if got := ids(); got != "2,3" {
+			return fmt.Errorf("rows on the target: %q", got)
+		}
+		return nil
 	})
 }

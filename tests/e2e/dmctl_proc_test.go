@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // cluster is what dmctl is pointed at: etcd endpoints and a key prefix,
@@ -51,6 +54,21 @@ func (c *cluster) json(v any, args ...string) {
 	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
 		c.t.Fatalf("dmctl %v: stdout is not one JSON document: %v\n%s", args, err, r.stdout)
 	}
+}
+
+// waitWorkerAlive waits up to 10 s until `dmctl worker list`, run with the
+// global flags extra, shows worker as the only worker, alive; a timeout
+// prints the last list.
+func (c *cluster) waitWorkerAlive(worker string, extra ...string) {
+	c.t.Helper()
+	testutil.Eventually(c.t, 10*time.Second, "dmctl worker list shows "+worker+" alive", func() error {
+		var doc workerListDoc
+		c.json(&doc, append(extra, "worker", "list")...)
+		if len(doc.Workers) != 1 || doc.Workers[0].Name != worker || !doc.Workers[0].Alive {
+			return fmt.Errorf("worker list %+v", doc.Workers)
+		}
+		return nil
+	})
 }
 
 // keys returns every key under the prefix with its value, read directly.

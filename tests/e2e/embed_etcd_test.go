@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestEmbeddedEtcdKeepsStateAcrossRestart runs a worker with --embed-etcd,
@@ -12,7 +15,7 @@ import (
 // dir and finds everything dmctl wrote.
 func TestEmbeddedEtcdKeepsStateAcrossRestart(t *testing.T) {
 	dataDir := t.TempDir()
-	c := &cluster{t: t, endpoints: "http://" + freeAddr(t), prefix: "/dm"}
+	c := &cluster{t: t, endpoints: "http://" + testutil.FreeAddr(t), prefix: "/dm"}
 	opts := workerOptions{name: "w1", endpoints: c.endpoints, dataDir: dataDir, embedEtcd: true, ready: 60 * time.Second}
 	w := startWorker(t, opts)
 
@@ -20,23 +23,22 @@ func TestEmbeddedEtcdKeepsStateAcrossRestart(t *testing.T) {
 	c.ok("task", "start", writeFile(t, "task1.yaml", taskYAML("task1", "mysql-01")))
 	// This build has no data-plane units: the worker takes the task and
 	// reports that it cannot run it.
-	waitFor(t, 10*time.Second, "status reports task1 subtask-config-invalid", func() bool {
-		st := w.status()
+	w.waitStatus(10*time.Second, "status reports task1 subtask-config-invalid", func(st workerStatus) bool {
 		return st.Source == "mysql-01" && st.hasError("task1", "subtask-config-invalid")
 	})
-	waitFor(t, 15*time.Second, "dmctl task status shows the worker's error", func() bool {
+	testutil.Eventually(t, 15*time.Second, "dmctl task status shows the worker's error", func() error {
 		var doc taskStatusDoc
 		c.json(&doc, "task", "status", "task1")
-		if len(doc.Sources) != 1 || doc.Sources[0].Worker != "w1" || doc.Sources[0].Expect != "Running" {
-			return false
-		}
-		for _, raw := range doc.Sources[0].Errors {
-			var e struct{ Code string }
-			if json.Unmarshal(raw, &e) == nil && e.Code == "subtask-config-invalid" {
-				return true
+		if len(doc.Sources) == 1 && doc.Sources[0].Worker == "w1" && doc.Sources[0].Expect == "Running" {
+			for _, raw := range doc.Sources[0].Errors {
+				var e struct{ Code string }
+				if json.Unmarshal(raw, &e) == nil && e.Code == "subtask-config-invalid" {
+					return nil
+				}
 			}
 		}
-		return false
+		b, _ := json.Marshal(doc)
+		return fmt.Errorf("task status %s", b)
 	})
 
 	w.terminate(10 * time.Second)
@@ -53,8 +55,7 @@ func TestEmbeddedEtcdKeepsStateAcrossRestart(t *testing.T) {
 		tasks.Tasks[0].Sources[0].Source != "mysql-01" || tasks.Tasks[0].Sources[0].Stage != "Running" {
 		t.Errorf("task list after restart = %+v", tasks)
 	}
-	waitFor(t, 10*time.Second, "restarted worker bound again from the kept keys", func() bool {
-		st := w.status()
+	w.waitStatus(10*time.Second, "restarted worker bound again from the kept keys", func(st workerStatus) bool {
 		return st.Source == "mysql-01" && st.hasError("task1", "subtask-config-invalid")
 	})
 	if r := c.ok("task", "status", "task1"); !strings.Contains(r.stdout, "w1") {

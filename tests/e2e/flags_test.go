@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // runWorkerOnce runs dm-worker with args, expecting it to exit on its own
@@ -59,7 +61,7 @@ func TestWorkerFlagsAndStartupErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// Nothing listens on the endpoint: a worker that got past
 			// validation would fail differently (and later).
-			args := append([]string{"--etcd-endpoints", "http://" + freeAddr(t), "--data-dir", t.TempDir()}, tc.args...)
+			args := append([]string{"--etcd-endpoints", "http://" + testutil.FreeAddr(t), "--data-dir", t.TempDir()}, tc.args...)
 			code, out := runWorkerOnce(t, args...)
 			if code != 1 {
 				t.Fatalf("%v: exit %d, want 1\n%s", tc.args, code, out)

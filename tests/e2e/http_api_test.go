@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestHTTPAPIShapes checks every endpoint of DESIGN.md §6 on a real worker
@@ -47,8 +49,8 @@ func TestHTTPAPIShapes(t *testing.T) {
 	// Bound to a source, no relay, one task the build cannot run.
 	c.ok("source", "create", writeFile(t, "mysql-01.yaml", sourceYAML("mysql-01")), "--worker", "w1")
 	c.ok("task", "start", writeFile(t, "task1.yaml", taskYAML("task1", "mysql-01")))
-	waitFor(t, 10*time.Second, "worker bound and task1 reported", func() bool {
-		return w.status().hasError("task1", "subtask-config-invalid")
+	w.waitStatus(10*time.Second, "worker bound and task1 reported", func(st workerStatus) bool {
+		return st.hasError("task1", "subtask-config-invalid")
 	})
 	body := get(t, w, "/api/v1/status").body
 	for _, secret := range []string{sourcePassword, targetPassword} {
@@ -58,7 +60,7 @@ func TestHTTPAPIShapes(t *testing.T) {
 	}
 	// dm_worker_subtasks is set by the source worker's stage gauge, once
 	// a second while bound.
-	waitFor(t, 10*time.Second, "dm_worker_ metrics exported", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "dm_worker_ metrics exported", func() bool {
 		return hasDMWorkerMetric(t, get(t, w, "/metrics"))
 	})
 

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 const testPrefix = "/e2e"
@@ -25,17 +27,20 @@ func TestWorkerRegisterBindUnbindStop(t *testing.T) {
 	c := newEtcdCluster(t)
 	w := startWorker(t, workerOptions{name: "w1", endpoints: c.endpoints, prefix: c.prefix})
 
-	waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive at its status address", func() bool {
+	testutil.Eventually(t, 10*time.Second, "dmctl worker list shows w1 alive at its status address "+w.addr, func() error {
 		var doc workerListDoc
 		c.json(&doc, "worker", "list")
-		return len(doc.Workers) == 1 && doc.Workers[0].Name == "w1" && doc.Workers[0].Alive && doc.Workers[0].Addr == w.addr
+		if len(doc.Workers) != 1 || doc.Workers[0].Name != "w1" || !doc.Workers[0].Alive || doc.Workers[0].Addr != w.addr {
+			return fmt.Errorf("worker list %+v", doc.Workers)
+		}
+		return nil
 	})
 	if st := w.status(); st.Worker != "w1" || st.Addr != w.addr || st.Source != "" || st.Relay.Enabled {
 		t.Fatalf("status before binding = %+v", st)
 	}
 
 	c.ok("source", "create", writeFile(t, "mysql-01.yaml", sourceYAML("mysql-01")), "--worker", "w1")
-	waitFor(t, 10*time.Second, "status shows source mysql-01", func() bool { return w.status().Source == "mysql-01" })
+	w.waitStatus(10*time.Second, "status shows source mysql-01", func(st workerStatus) bool { return st.Source == "mysql-01" })
 	if st := w.status(); len(st.Errors) != 0 {
 		t.Errorf("bound worker reports errors: %+v", st.Errors)
 	}
@@ -46,10 +51,10 @@ func TestWorkerRegisterBindUnbindStop(t *testing.T) {
 	}
 
 	c.ok("unbind", "w1")
-	waitFor(t, 10*time.Second, `status shows source ""`, func() bool { return w.status().Source == "" })
+	w.waitStatus(10*time.Second, `status shows source ""`, func(st workerStatus) bool { return st.Source == "" })
 
 	keepalive, status := testPrefix+"/worker/keepalive/w1", testPrefix+"/status/w1"
-	waitFor(t, 10*time.Second, "status key published", func() bool { _, ok := c.keys()[status]; return ok })
+	testutil.WaitFor(t, 10*time.Second, "status key published", func() bool { _, ok := c.keys()[status]; return ok })
 	w.terminate(10 * time.Second)
 	keys := c.keys()
 	for _, k := range []string{keepalive, status} {

@@ -49,19 +49,15 @@ func TestMinimalJSONKeysReplicate(t *testing.T) {
 		r.src.Exec(t, tb.ddl)
 	}
 	wl := startWorkload(t, r.srcDB, 2)
-	waitFor(t, 30*time.Second, "the subtask syncs", func() bool {
-		st, err := r.subtask()
-		return err == nil && st.syncing()
-	})
-	waitFor(t, 30*time.Second, "the workload commits 300 transactions", func() bool { return wl.commits.Load() >= 300 })
+	r.waitSubtask(30*time.Second, "the subtask syncs", subtaskDoc.syncing)
+	wl.waitCommits(t, 30*time.Second, 300)
 	if err := wl.stop(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("workload: %s", wl)
 	r.waitCaughtUp(60 * time.Second)
 
-	waitFor(t, 10*time.Second, "status shows the relay running and the unknown task field as a warning", func() bool {
-		st := r.w.status()
+	r.w.waitStatus(10*time.Second, "status shows the relay running and the unknown task field as a warning", func(st workerStatus) bool {
 		return st.Relay.Enabled && st.hasError(replTask, "config-unknown-field") && st.hasError("", "config-unknown-field")
 	})
 	want := map[string]string{replTask: "x-not-a-field", "": "x-source-extra"}

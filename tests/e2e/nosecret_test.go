@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/dmworker/dm-worker/tests/etcdtest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/tests/tlstest"
 )
 
@@ -103,19 +102,21 @@ func testNoSecret(t *testing.T, logFormat string) {
 	}
 	statusHas := func(what, sub string) {
 		t.Helper()
-		waitFor(t, 30*time.Second, what, func() bool {
+		testutil.Eventually(t, 30*time.Second, what, func() error {
 			r, err := httpDo(http.MethodGet, w.url("/api/v1/status"), "")
-			if err == nil {
-				outputs = append(outputs, "status: "+r.body)
+			if err != nil {
+				return err
 			}
-			return err == nil && strings.Contains(r.body, sub)
+			outputs = append(outputs, "status: "+r.body)
+			if !strings.Contains(r.body, sub) {
+				return fmt.Errorf("status lacks %q: %s", sub, r.body)
+			}
+			return nil
 		})
 	}
 
 	// The source on a closed port, its password encrypted.
-	_, closedPort, _ := net.SplitHostPort(freeAddr(t))
-	port, _ := strconv.Atoi(closedPort)
-	putSource(port, encrypt(keyFile, secrets["source password"]))
+	putSource(testutil.MustFreePort(t), encrypt(keyFile, secrets["source password"]))
 	etcdAuth.put(t, "/stage/relay/"+replSource, `{"expect":"Running"}`)
 	etcdAuth.put(t, "/source/bound/"+replWorker, fmt.Sprintf(`{"source":%q,"worker":%q}`, replSource, replWorker))
 	statusHas("relay reports the closed port", "refused")
@@ -130,10 +131,16 @@ func testNoSecret(t *testing.T, logFormat string) {
 
 	// The right password, encrypted with the worker's key: relay runs.
 	putSource(src.Port(), encrypt(keyFile, secrets["source password"]))
-	waitFor(t, 30*time.Second, "relay runs without errors", func() bool {
+	testutil.Eventually(t, 30*time.Second, "relay runs without errors", func() error {
 		r, err := httpDo(http.MethodGet, w.url("/api/v1/status"), "")
-		return err == nil && strings.Contains(r.body, `"stage":"Running"`) && !strings.Contains(r.body, "Access denied") &&
-			!strings.Contains(r.body, "secret-key-path")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(r.body, `"stage":"Running"`) || strings.Contains(r.body, "Access denied") ||
+			strings.Contains(r.body, "secret-key-path") {
+			return fmt.Errorf("status %s", r.body)
+		}
+		return nil
 	})
 
 	file, pos, _ := src.MasterStatus(t)
@@ -168,9 +175,15 @@ block-allow-list:
 	restart := func(what string) {
 		t.Helper()
 		collect("task stop", dmctl("task", "stop", replTask))
-		waitFor(t, 10*time.Second, "the subtask is gone after "+what, func() bool {
+		testutil.Eventually(t, 10*time.Second, "the subtask is gone after "+what, func() error {
 			r, err := httpDo(http.MethodGet, w.url("/api/v1/subtasks/"+replTask), "")
-			return err == nil && r.code == http.StatusNotFound
+			if err != nil {
+				return err
+			}
+			if r.code != http.StatusNotFound {
+				return fmt.Errorf("GET /api/v1/subtasks/%s: %d %s", replTask, r.code, r.body)
+			}
+			return nil
 		})
 	}
 	restart("the wrong target password")
@@ -186,9 +199,15 @@ block-allow-list:
 	src.Exec(t, "CREATE TABLE "+crashDB+".t (id INT PRIMARY KEY, v VARCHAR(20))")
 	src.Exec(t, "INSERT INTO "+crashDB+".t VALUES (1, 'one'), (2, 'two')")
 	tgtDB := tgt.DB(t)
-	waitFor(t, 30*time.Second, "the rows arrive over TLS with the decrypted password", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the rows arrive over TLS with the decrypted password", func() error {
 		var n int
-		return tgtDB.QueryRow("SELECT COUNT(*) FROM "+crashDB+".t").Scan(&n) == nil && n == 2
+		if err := tgtDB.QueryRow("SELECT COUNT(*) FROM " + crashDB + ".t").Scan(&n); err != nil {
+			return err
+		}
+		if n != 2 {
+			return fmt.Errorf("%d of 2 rows on the target", n)
+		}
+		return nil
 	})
 
 	// dmctl in every way that prints configs or fails on credentials.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
+	"github.com/dmworker/dm-worker/tests/tlstest"
 )
 
 // Names of the replication tests' cluster.
@@ -33,36 +35,62 @@ type replication struct {
 	srcDB, tgtDB *sql.DB
 	wopts        workerOptions // same name and data dir on every restart
 	w            *workerProc   // the current process
+	tls          tlstest.Files // with replOptions.tls: the certificates
+}
+
+// replOptions choose what startReplication sets up.
+type replOptions struct {
+	// relay is the source's enable-relay.
+	relay bool
+	// tls makes the source and the target accept only TLS
+	// (require_secure_transport=ON) with certificates of a new tlstest CA
+	// (in replication.tls); the source's from.security and the task's
+	// target-database.security name sourceCA and targetCA as ssl-ca.
+	tls                bool
+	sourceCA, targetCA func(tlstest.Files) string
+	// noWait: create the tables on the source but do not wait for them on
+	// the target, for set-ups that are meant to fail.
+	noWait bool
 }
 
 // startReplication sets everything up through dmctl, creates crashTables
 // on the source (after the task's start position, so the DDL replicates
-// too) and waits until they exist on the target.
-func startReplication(t *testing.T, relay bool) *replication {
+// too) and, unless o.noWait, waits until they exist on the target.
+func startReplication(t *testing.T, o replOptions) *replication {
 	t.Helper()
 	// Small binlog files: the workload rotates them every second or so,
 	// so kills also hit the reader and the relay writer at rotations.
-	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, MaxBinlogSize: 256 << 10})
-	r := &replication{t: t, src: src, tgt: mariadbtest.StartTarget(t), c: newEtcdCluster(t)}
+	srcOpts := mariadbtest.Options{Name: "source", Binlog: true, MaxBinlogSize: 256 << 10}
+	tgtOpts := mariadbtest.Options{Name: "target"}
+	var files tlstest.Files
+	// Extra fields of the source's from and of the task's target-database.
+	var fromTLS, targetTLS string
+	if o.tls {
+		files = tlstest.Generate(t, tlstest.Options{})
+		serverTLS := &mariadbtest.TLS{CA: files.CA, Cert: files.ServerCert, Key: files.ServerKey, Require: true}
+		srcOpts.Name, srcOpts.TLS = "tls-source", serverTLS
+		tgtOpts.Name, tgtOpts.TLS = "tls-target", serverTLS
+		fromTLS = fmt.Sprintf(", security: {ssl-ca: %q, cert-allowed-cn: [%s]}", o.sourceCA(files), tlstest.ServerCN)
+		targetTLS = fmt.Sprintf(`, max-allowed-packet: 16MiB,
+  session: {sql_mode: "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION", innodb_lock_wait_timeout: "20"},
+  security: {ssl-ca: %q}`, o.targetCA(files))
+	}
+	r := &replication{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, tgtOpts), c: newEtcdCluster(t), tls: files}
 	r.srcDB, r.tgtDB = r.src.DB(t), r.tgt.DB(t)
 	r.wopts = workerOptions{name: replWorker, endpoints: r.c.endpoints, prefix: r.c.prefix, dataDir: t.TempDir()}
 	r.w = startWorker(t, r.wopts)
-	waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive", func() bool {
-		var doc workerListDoc
-		r.c.json(&doc, "worker", "list")
-		return len(doc.Workers) == 1 && doc.Workers[0].Alive
-	})
+	r.c.waitWorkerAlive(replWorker)
 
 	file, pos, _ := r.src.MasterStatus(t)
 	r.c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: %s
 flavor: mariadb
 enable-relay: %t
-from: {host: 127.0.0.1, port: %d, user: root, password: ""}
+from: {host: 127.0.0.1, port: %d, user: root, password: ""%s}
 checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-`, replSource, relay, r.src.Port())), "--worker", replWorker)
+`, replSource, o.relay, r.src.Port(), fromTLS)), "--worker", replWorker)
 	r.c.ok("task", "start", writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
 task-mode: incremental
-target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
+target-database: {host: 127.0.0.1, port: %d, user: root, password: ""%s}
 mysql-instances:
   - source-id: %s
     meta: {binlog-name: %s, binlog-pos: %d}
@@ -72,17 +100,24 @@ block-allow-list:
   only-crash: {do-dbs: [%s]}
 syncers:
   small: {worker-count: 4, batch: 20, checkpoint-flush-interval: 1}
-`, replTask, r.tgt.Port(), replSource, file, pos, crashDB)))
+`, replTask, r.tgt.Port(), targetTLS, replSource, file, pos, crashDB)))
 
 	r.src.Exec(t, "CREATE DATABASE "+crashDB)
 	for _, tb := range crashTables {
 		r.src.Exec(t, tb.ddl)
 	}
-	waitFor(t, 30*time.Second, "the task runs and created every table on the target", func() bool {
-		var n int
-		err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", crashDB).Scan(&n)
-		return err == nil && n == len(crashTables)
-	})
+	if !o.noWait {
+		testutil.Eventually(t, 30*time.Second, "the task runs and created every table on the target", func() error {
+			var n int
+			if err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", crashDB).Scan(&n); err != nil {
+				return err
+			}
+			if n != len(crashTables) {
+				return fmt.Errorf("%d of %d tables on the target", n, len(crashTables))
+			}
+			return nil
+		})
+	}
 	return r
 }
 
@@ -134,6 +169,26 @@ func (r *replication) subtask() (subtaskDoc, error) {
 	return d, nil
 }
 
+// waitSubtask waits up to d until the subtask's status satisfies cond and
+// returns that status; a timeout prints the last status read (or why none
+// could be read).
+func (r *replication) waitSubtask(d time.Duration, what string, cond func(subtaskDoc) bool) subtaskDoc {
+	r.t.Helper()
+	var ok subtaskDoc
+	testutil.Eventually(r.t, d, what, func() error {
+		st, err := r.subtask()
+		if err != nil {
+			return err
+		}
+		if !cond(st) {
+			return fmt.Errorf("subtask %v", st)
+		}
+		ok = st
+		return nil
+	})
+	return ok
+}
+
 // killWorker kills the worker process with SIGKILL and waits for it.
 func (r *replication) killWorker() {
 	r.t.Helper()
@@ -162,21 +217,23 @@ func (r *replication) waitCaughtUp(d time.Duration) {
 		r.t.Fatalf("source checksums: %v", err)
 	}
 	start := time.Now()
-	deadline := start.Add(d)
 	var got map[string]string
-	for {
+	err = testutil.Poll(d, func() error {
 		got, err = checksums(r.tgtDB)
-		if err == nil && equalMaps(got, want) {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			st, serr := r.subtask()
-			r.t.Errorf("target did not catch up within %s: checksums source %v, target %v (%v); subtask %v %v",
-				d, want, got, err, st, serr)
-			r.compareRows()
-			r.t.FailNow()
+		if !equalMaps(got, want) {
+			return errors.New("checksums differ")
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		st, serr := r.subtask()
+		r.t.Errorf("target did not catch up within %s: checksums source %v, target %v (%v); subtask %v %v",
+			d, want, got, err, st, serr)
+		r.compareRows()
+		r.t.FailNow()
 	}
 	r.t.Logf("target caught up %s after the workload stopped: checksums %v", time.Since(start).Round(time.Millisecond), got)
 	r.compareRows()

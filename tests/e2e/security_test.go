@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/dmworker/dm-worker/tests/etcdtest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/tests/tlstest"
 )
 
@@ -49,7 +49,7 @@ func TestWorkerSecurityStartupErrors(t *testing.T) {
 	good := secKeyFile(t, "good.key", secTestKeyHex+"\n", 0o600)
 	base := func(extra ...string) []string {
 		return append([]string{"--name", "w1", "--etcd-endpoints", endpoints, "--etcd-prefix", testPrefix,
-			"--status-addr", freeAddr(t), "--data-dir", t.TempDir()}, extra...)
+			"--status-addr", testutil.FreeAddr(t), "--data-dir", t.TempDir()}, extra...)
 	}
 	auth := []string{"--etcd-username", "dmw", "--etcd-password", "Etcd-Pw-4417"}
 	cases := []struct {
@@ -90,11 +90,7 @@ func TestWorkerSecurityStartupErrors(t *testing.T) {
 		c := &cluster{t: t, endpoints: endpoints, prefix: testPrefix}
 		startWorker(t, workerOptions{name: "w1", endpoints: endpoints, prefix: testPrefix,
 			args: append([]string{"--secret-key-path", good}, auth...)})
-		waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive", func() bool {
-			var doc workerListDoc
-			c.json(&doc, append(auth, "worker", "list")...)
-			return len(doc.Workers) == 1 && doc.Workers[0].Alive
-		})
+		c.waitWorkerAlive("w1", auth...)
 		r := c.run("worker", "list")
 		if r.code != 1 || !strings.Contains(r.stderr, "etcd auth") {
 			t.Errorf("dmctl without credentials: exit %d:\n%s", r.code, r.stderr)
@@ -113,7 +109,7 @@ func TestWorkerHTTPSAndDirModes(t *testing.T) {
 	c := newEtcdCluster(t)
 	certs := tlstest.Generate(t, tlstest.Options{})
 	dataDir := filepath.Join(t.TempDir(), "new", "data")
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	outFile := filepath.Join(t.TempDir(), "dm-worker.out")
 	p, err := startProcess("dm-worker w1", bin.worker, []string{
 		"--name", "w1", "--etcd-endpoints", c.endpoints, "--etcd-prefix", c.prefix,
@@ -147,16 +143,19 @@ func TestWorkerHTTPSAndDirModes(t *testing.T) {
 		}
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
 	}
-	waitFor(t, 20*time.Second, "HTTPS /healthz with a client certificate", func() bool {
+	testutil.Eventually(t, 20*time.Second, "HTTPS /healthz with a client certificate", func() error {
 		if p.exited() {
 			t.Fatalf("dm-worker exited:\n%s", tail(outFile, 20))
 		}
 		resp, err := client(true).Get("https://" + addr + "/healthz")
 		if err != nil {
-			return false
+			return err
 		}
 		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /healthz: %s", resp.Status)
+		}
+		return nil
 	})
 	if _, err := client(false).Get("https://" + addr + "/healthz"); err == nil {
 		t.Error("served a client without a certificate")
@@ -177,14 +176,9 @@ func TestWorkerHTTPSAndDirModes(t *testing.T) {
 
 	// dmctl talks to the worker's HTTPS API with a client certificate: the
 	// worker's own answer (relay not running) comes back.
-	_, closedPort, _ := net.SplitHostPort(freeAddr(t))
 	c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(
-		"source-id: %s\nflavor: mariadb\nfrom: {host: 127.0.0.1, port: %s, user: root, password: \"\"}\n", replSource, closedPort)), "--worker", "w1")
-	waitFor(t, 10*time.Second, "w1 alive", func() bool {
-		var doc workerListDoc
-		c.json(&doc, "worker", "list")
-		return len(doc.Workers) == 1 && doc.Workers[0].Alive
-	})
+		"source-id: %s\nflavor: mariadb\nfrom: {host: 127.0.0.1, port: %d, user: root, password: \"\"}\n", replSource, testutil.MustFreePort(t))), "--worker", "w1")
+	c.waitWorkerAlive("w1")
 	tlsFlags := []string{"--status-tls-ca", certs.CA, "--status-tls-cert", certs.ClientCert, "--status-tls-key", certs.ClientKey}
 	r := c.run(append(tlsFlags, "relay", "purge", replSource, "--inactive")...)
 	if r.code != 1 || !strings.Contains(r.stderr, "relay-not-enabled") {
@@ -235,11 +229,7 @@ func TestEncryptedPasswordsEndToEnd(t *testing.T) {
 	c := newEtcdCluster(t)
 	w := startWorker(t, workerOptions{name: replWorker, endpoints: c.endpoints, prefix: c.prefix,
 		args: []string{"--secret-key-path", keyFile}})
-	waitFor(t, 10*time.Second, "w1 alive", func() bool {
-		var doc workerListDoc
-		c.json(&doc, "worker", "list")
-		return len(doc.Workers) == 1 && doc.Workers[0].Alive
-	})
+	c.waitWorkerAlive(replWorker)
 	encrypt := func(key, plain string) string {
 		t.Helper()
 		return strings.TrimSpace(c.ok("--secret-key-path", key, "encrypt", plain).stdout)
@@ -272,12 +262,18 @@ block-allow-list:
 	src.Exec(t, "CREATE DATABASE enc_wrongkey")
 	src.Exec(t, "CREATE TABLE enc_wrongkey.t (id INT PRIMARY KEY)")
 	tgtDB := tgt.DB(t)
-	waitFor(t, 30*time.Second, "rows replicated with decrypted passwords", func() bool {
+	testutil.Eventually(t, 30*time.Second, "rows replicated with decrypted passwords", func() error {
 		var n int
-		return tgtDB.QueryRow("SELECT COUNT(*) FROM enc_good.t").Scan(&n) == nil && n == 2
+		if err := tgtDB.QueryRow("SELECT COUNT(*) FROM enc_good.t").Scan(&n); err != nil {
+			return err
+		}
+		if n != 2 {
+			return fmt.Errorf("%d of 2 rows on the target", n)
+		}
+		return nil
 	})
-	waitFor(t, 10*time.Second, "wrongkey reported as password-undecryptable", func() bool {
-		return w.status().hasError("wrongkey", "password-undecryptable")
+	w.waitStatus(10*time.Second, "wrongkey reported as password-undecryptable", func(st workerStatus) bool {
+		return st.hasError("wrongkey", "password-undecryptable")
 	})
 	for _, e := range w.status().Errors {
 		if e.Task == "wrongkey" {

@@ -8,77 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/tests/tlstest"
 )
-
-// startTLSReplication is startReplication with a source and a target that
-// accept only TLS (require_secure_transport=ON); the source and the task
-// file carry security blocks with sourceCA and targetCA as ssl-ca. With
-// wantSync the tables are created on the source and the test waits until
-// they exist on the target.
-func startTLSReplication(t *testing.T, relay bool, sourceCA, targetCA func(tlstest.Files) string, wantSync bool) (*replication, tlstest.Files) {
-	t.Helper()
-	files := tlstest.Generate(t, tlstest.Options{})
-	serverTLS := &mariadbtest.TLS{CA: files.CA, Cert: files.ServerCert, Key: files.ServerKey, Require: true}
-	src := mariadbtest.Start(t, mariadbtest.Options{Name: "tls-source", Binlog: true, MaxBinlogSize: 256 << 10, TLS: serverTLS})
-	tgt := mariadbtest.Start(t, mariadbtest.Options{Name: "tls-target", TLS: serverTLS})
-	r := &replication{t: t, src: src, tgt: tgt, c: newEtcdCluster(t)}
-	r.srcDB, r.tgtDB = r.src.DB(t), r.tgt.DB(t)
-	r.wopts = workerOptions{name: replWorker, endpoints: r.c.endpoints, prefix: r.c.prefix, dataDir: t.TempDir()}
-	r.w = startWorker(t, r.wopts)
-	waitFor(t, 10*time.Second, "dmctl worker list shows w1 alive", func() bool {
-		var doc workerListDoc
-		r.c.json(&doc, "worker", "list")
-		return len(doc.Workers) == 1 && doc.Workers[0].Alive
-	})
-
-	file, pos, _ := r.src.MasterStatus(t)
-	r.c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: %s
-flavor: mariadb
-enable-relay: %t
-from:
-  host: 127.0.0.1
-  port: %d
-  user: root
-  password: ""
-  security: {ssl-ca: %q, cert-allowed-cn: [%s]}
-checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-`, replSource, relay, r.src.Port(), sourceCA(files), tlstest.ServerCN)), "--worker", replWorker)
-	r.c.ok("task", "start", writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
-task-mode: incremental
-target-database:
-  host: 127.0.0.1
-  port: %d
-  user: root
-  password: ""
-  max-allowed-packet: 16MiB
-  session: {sql_mode: "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION", innodb_lock_wait_timeout: "20"}
-  security: {ssl-ca: %q}
-mysql-instances:
-  - source-id: %s
-    meta: {binlog-name: %s, binlog-pos: %d}
-    block-allow-list: only-crash
-    syncer-config-name: small
-block-allow-list:
-  only-crash: {do-dbs: [%s]}
-syncers:
-  small: {worker-count: 4, batch: 20, checkpoint-flush-interval: 1}
-`, replTask, r.tgt.Port(), targetCA(files), replSource, file, pos, crashDB)))
-
-	r.src.Exec(t, "CREATE DATABASE "+crashDB)
-	for _, tb := range crashTables {
-		r.src.Exec(t, tb.ddl)
-	}
-	if wantSync {
-		waitFor(t, 30*time.Second, "the task runs and created every table on the target", func() bool {
-			var n int
-			err := r.tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", crashDB).Scan(&n)
-			return err == nil && n == len(crashTables)
-		})
-	}
-	return r, files
-}
 
 func rightCA(f tlstest.Files) string { return f.CA }
 func otherCA(f tlstest.Files) string { return f.OtherCA }
@@ -89,9 +21,9 @@ func otherCA(f tlstest.Files) string { return f.OtherCA }
 func TestTLSSourceAndTarget(t *testing.T) {
 	for _, relay := range []bool{true, false} {
 		t.Run(fmt.Sprintf("relay=%t", relay), func(t *testing.T) {
-			r, _ := startTLSReplication(t, relay, rightCA, rightCA, true)
+			r := startReplication(t, replOptions{relay: relay, tls: true, sourceCA: rightCA, targetCA: rightCA})
 			wl := startWorkload(t, r.srcDB, 2)
-			waitFor(t, 60*time.Second, "the workload commits 400 transactions", func() bool { return wl.commits.Load() >= 400 })
+			wl.waitCommits(t, 60*time.Second, 400)
 			if err := wl.stop(); err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +48,8 @@ func TestTLSSourceAndTarget(t *testing.T) {
 // naming that file, stays paused (the auto-resume checker does not retry
 // it), and writes nothing to the target.
 func TestTLSWrongTargetCA(t *testing.T) {
-	r, files := startTLSReplication(t, false, rightCA, otherCA, false)
+	r := startReplication(t, replOptions{tls: true, sourceCA: rightCA, targetCA: otherCA, noWait: true})
+	files := r.tls
 	r.src.Exec(t, "INSERT INTO crash.accounts VALUES (1, 'a', 1, NULL, 0, 'basic', NULL, NOW(6), NULL, NULL)")
 
 	r.waitPausedByTLS("", []string{files.OtherCA, "target-database.security.ssl-ca", `task "` + replTask + `"`}, 4*time.Second)
@@ -133,9 +66,10 @@ func TestTLSWrongTargetCA(t *testing.T) {
 // not the CA of the source's certificate pauses the relay with a
 // non-resumable db-tls error naming the file; the relay does not retry.
 func TestTLSWrongSourceCAStopsRelay(t *testing.T) {
-	r, files := startTLSReplication(t, true, otherCA, rightCA, false)
+	r := startReplication(t, replOptions{relay: true, tls: true, sourceCA: otherCA, targetCA: rightCA, noWait: true})
+	files := r.tls
 	var msg string
-	waitFor(t, 30*time.Second, "the relay pauses with a TLS error", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the relay pauses with a TLS error", func() error {
 		var doc struct {
 			Relay struct {
 				Stage  string `json:"stage"`
@@ -147,18 +81,24 @@ func TestTLSWrongSourceCAStopsRelay(t *testing.T) {
 			} `json:"relay"`
 		}
 		res, err := httpDo(http.MethodGet, r.w.url("/api/v1/status"), "")
-		if err != nil || res.code != http.StatusOK || json.Unmarshal([]byte(res.body), &doc) != nil {
-			return false
+		if err != nil {
+			return err
+		}
+		if res.code != http.StatusOK {
+			return fmt.Errorf("GET /api/v1/status: %d %s", res.code, res.body)
+		}
+		if err := json.Unmarshal([]byte(res.body), &doc); err != nil {
+			return fmt.Errorf("GET /api/v1/status: %w\n%s", err, res.body)
 		}
 		if doc.Relay.Stage != "Paused" || len(doc.Relay.Errors) == 0 {
-			return false
+			return fmt.Errorf("relay %+v", doc.Relay)
 		}
 		e := doc.Relay.Errors[0]
 		if e.Resumable {
 			t.Fatalf("relay error is resumable: %+v", e)
 		}
 		msg = e.Message
-		return true
+		return nil
 	})
 	for _, want := range []string{files.OtherCA, "from.security.ssl-ca", `source "` + replSource + `"`} {
 		if !strings.Contains(msg, want) {
@@ -172,7 +112,8 @@ func TestTLSWrongSourceCAStopsRelay(t *testing.T) {
 // binlog itself; a wrong from.security.ssl-ca pauses the subtask with a
 // non-resumable error naming the file, and the checker leaves it paused.
 func TestTLSWrongSourceCAWithoutRelay(t *testing.T) {
-	r, files := startTLSReplication(t, false, otherCA, rightCA, false)
+	r := startReplication(t, replOptions{tls: true, sourceCA: otherCA, targetCA: rightCA, noWait: true})
+	files := r.tls
 	r.waitPausedByTLS("db-tls", []string{files.OtherCA, "from.security.ssl-ca", `source "` + replSource + `"`}, 3*time.Second)
 }
 
@@ -183,14 +124,8 @@ func TestTLSWrongSourceCAWithoutRelay(t *testing.T) {
 func (r *replication) waitPausedByTLS(code string, wants []string, stable time.Duration) {
 	t := r.t
 	t.Helper()
-	var failed subtaskDoc
-	waitFor(t, 30*time.Second, "the subtask pauses with a TLS error", func() bool {
-		d, err := r.subtask()
-		if err != nil || d.Stage != "Paused" || len(d.Errors) == 0 {
-			return false
-		}
-		failed = d
-		return true
+	failed := r.waitSubtask(30*time.Second, "the subtask pauses with a TLS error", func(d subtaskDoc) bool {
+		return d.Stage == "Paused" && len(d.Errors) > 0
 	})
 	e := failed.Errors[0]
 	if e.Resumable || (code != "" && e.Code != code) {

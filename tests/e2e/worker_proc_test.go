@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // workerOptions say how to start a dm-worker process.
@@ -65,7 +67,7 @@ func tryStartWorker(t *testing.T, opts workerOptions) (*workerProc, error) {
 	logDir := t.TempDir()
 	w := &workerProc{
 		t:       t,
-		addr:    freeAddr(t),
+		addr:    testutil.FreeAddr(t),
 		dataDir: opts.dataDir,
 		logFile: filepath.Join(logDir, "dm-worker.log"),
 		outFile: filepath.Join(logDir, "dm-worker.out"),
@@ -96,21 +98,31 @@ func tryStartWorker(t *testing.T, opts workerOptions) (*workerProc, error) {
 			t.Logf("dm-worker %s output:\n%s\nlog tail:\n%s", opts.name, tail(w.outFile, 20), tail(w.logFile, 40))
 		}
 	})
-	deadline := time.Now().Add(opts.ready)
-	for {
+	// errExited stops the wait: the process is gone and will not serve.
+	var errExited error
+	err = testutil.Poll(opts.ready, func() error {
 		if p.exited() {
 			code, _ := p.wait(0)
-			return nil, fmt.Errorf("dm-worker %s exited with %d before serving /healthz:\n%s\n%s",
+			errExited = fmt.Errorf("dm-worker %s exited with %d before serving /healthz:\n%s\n%s",
 				opts.name, code, tail(w.outFile, 20), tail(w.logFile, 20))
+			return nil
 		}
-		if r, err := httpDo(http.MethodGet, w.url("/healthz"), ""); err == nil && r.code == http.StatusOK && r.body == "ok" {
-			return w, nil
+		r, err := httpDo(http.MethodGet, w.url("/healthz"), "")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("dm-worker %s: /healthz not ok within %s", opts.name, opts.ready)
+		if r.code != http.StatusOK || r.body != "ok" {
+			return fmt.Errorf("GET /healthz: %d %q", r.code, r.body)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if errExited != nil {
+		return nil, errExited
 	}
+	if err != nil {
+		return nil, fmt.Errorf("dm-worker %s: /healthz not ok within %s: %w", opts.name, opts.ready, err)
+	}
+	return w, nil
 }
 
 // url is the worker's HTTP URL of path.
@@ -143,6 +155,18 @@ func (w *workerProc) status() workerStatus {
 		w.t.Fatalf("GET /api/v1/status: %v\n%s", err, r.body)
 	}
 	return st
+}
+
+// waitStatus waits up to d until the worker's status satisfies cond; a
+// timeout prints the last status.
+func (w *workerProc) waitStatus(d time.Duration, what string, cond func(workerStatus) bool) {
+	w.t.Helper()
+	testutil.Eventually(w.t, d, what, func() error {
+		if st := w.status(); !cond(st) {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
 }
 
 // workerStatus is the part of the status document the tests look at.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // crashDB is the source database the replication tests write and the task
@@ -124,6 +126,18 @@ func (w *workload) stop() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return errors.Join(w.errs...)
+}
+
+// waitCommits waits up to d until the writers committed n transactions; a
+// timeout prints the counts reached.
+func (w *workload) waitCommits(t *testing.T, d time.Duration, n int64) {
+	t.Helper()
+	testutil.Eventually(t, d, fmt.Sprintf("the workload commits %d transactions", n), func() error {
+		if w.commits.Load() < n {
+			return errors.New(w.String())
+		}
+		return nil
+	})
 }
 
 func (w *workload) String() string {
