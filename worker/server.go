@@ -2,10 +2,7 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -15,8 +12,6 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/backoff"
-	"github.com/dmworker/dm-worker/pkg/binlog"
-	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
 )
@@ -49,7 +44,6 @@ type ServerConfig struct {
 	WatchBackoffMin, WatchBackoffMax time.Duration
 }
 
-// WorkerStatus is the JSON of GET /api/v1/status and of P/status/{worker}
 // (DESIGN.md §6).
 type WorkerStatus struct {
 	Worker   string          `json:"worker"`
@@ -240,177 +234,9 @@ func (s *Server) reregister(ctx context.Context) *ha.Keepalive {
 	}
 }
 
-// reconcileBound converges the SourceWorker to the worker's bound key, the
-// source config as of the bound key's read, and the relay-bound key.
-func (s *Server) reconcileBound(ctx context.Context, _ string) error {
-	b, ok, rev, err := s.store.GetBound(ctx, s.cfg.Name)
-	if err != nil {
-		return fmt.Errorf("read bound source: %w", err)
-	}
-	if !ok {
-		s.setServerErr(nil)
-		s.setSourceWarn("", nil)
-		if s.stopSourceWorker((*SourceWorker).Close) {
-			s.log.Info("unbound: source worker closed")
-		}
-		return nil
-	}
-	cfg, err := s.store.GetSourceConfigAt(ctx, b.Source, rev)
-	if err != nil {
-		if errors.Is(err, ha.ErrMalformed) {
-			s.setServerErr(errs.New(CodeSourceConfigInvalid, false,
-				"source %q: malformed config in etcd: %v; put a valid source config", b.Source, err))
-			return nil
-		}
-		return fmt.Errorf("read config of bound source %q: %w", b.Source, err)
-	}
-	if cfg == nil {
-		s.setSourceWarn("", nil)
-		s.setServerErr(errs.New(CodeSourceConfigMissing, false,
-			"worker is bound to source %q but %s does not exist; create the source first",
-			b.Source, ha.Keys{Prefix: s.cfg.Prefix}.SourceConfig(b.Source)))
-		s.stopSourceWorker((*SourceWorker).Close)
-		return nil
-	}
-	s.setSourceWarn(b.Source, cfg)
-	if err := cfg.Validate(); err != nil {
-		s.setServerErr(errs.New(CodeSourceConfigInvalid, false, "source %q: %v", b.Source, err))
-		return nil
-	}
-	// cfg stays as decoded (swCfg is compared with the next read); the
-	// data plane gets connCfg, whose password is resolved.
-	connCfg, err := resolveSource(cfg, s.cfg.SecretKey)
-	if err != nil {
-		s.setServerErr(err)
-		return nil
-	}
-	s.setServerErr(nil)
-	rb, rok, _, err := s.store.GetRelayBound(ctx, s.cfg.Name)
-	if err != nil {
-		return fmt.Errorf("read relay key: %w", err)
-	}
-	wantRelay := cfg.EnableRelay || (rok && rb.Source == b.Source)
-
-	s.mu.Lock()
-	sw, swCfg, runCtx := s.sw, s.swCfg, s.runCtx
-	s.mu.Unlock()
-	if sw != nil && (sw.Source() != b.Source || !reflect.DeepEqual(swCfg, cfg)) {
-		s.log.Info("bound source or its config changed; restarting the source worker",
-			zap.String("old", sw.Source()), zap.String("new", b.Source))
-		s.stopSourceWorker((*SourceWorker).Close)
-		sw = nil
-	}
-	if sw == nil {
-		var nsw *SourceWorker
-		factory := s.cfg.NewFactory(connCfg, func() binlog.StreamOpener { return nsw.RelayReader() })
-		nsw = NewSourceWorker(SourceWorkerConfig{
-			Source: connCfg, Store: s.store, Factory: withSecrets(factory, s.cfg.SecretKey), SecretKey: s.cfg.SecretKey,
-			NewRelay: s.cfg.NewRelay,
-			Metrics:  s.cfg.Metrics, Logger: s.log, Clock: s.cfg.Clock,
-			CheckInterval:   s.cfg.CheckInterval,
-			WatchBackoffMin: s.cfg.WatchBackoffMin, WatchBackoffMax: s.cfg.WatchBackoffMax,
-		})
-		sw = nsw
-		sw.Start(runCtx)
-		sw.EnableSubTasks(runCtx)
-		s.mu.Lock()
-		s.sw, s.swCfg, s.relayOn = sw, cfg, false
-		s.mu.Unlock()
-		s.log.Info("bound to source", zap.String("source", b.Source), zap.Bool("relay", wantRelay))
-	}
-	s.mu.Lock()
-	relayOn := s.relayOn
-	s.relayOn = wantRelay
-	s.mu.Unlock()
-	switch {
-	case wantRelay && !relayOn:
-		sw.EnableRelay(runCtx)
-	case !wantRelay && relayOn:
-		sw.DisableRelay()
-	}
-	return nil
-}
-
-// stopSourceWorker stops the current source worker with stop (Close or
-// Kill) and then forgets it, so status shows it until it has stopped; it
-// reports whether there was one. Only the bound reconciler, or serve once
-// the reconciler has ended, calls it.
-func (s *Server) stopSourceWorker(stop func(*SourceWorker)) bool {
-	s.mu.Lock()
-	sw := s.sw
-	s.mu.Unlock()
-	if sw == nil {
-		return false
-	}
-	stop(sw)
-	s.mu.Lock()
-	if s.sw == sw {
-		s.sw, s.swCfg, s.relayOn = nil, nil, false
-	}
-	s.mu.Unlock()
-	return true
-}
-
-func (s *Server) setServerErr(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err == nil {
-		s.serverErr = nil
-		return
-	}
-	s.log.Error("bound source cannot run", zap.Error(err))
-	s.serverErr = &TaskError{Error: errs.Entry(err, s.cfg.Clock.Now())}
-}
-
 // SourceWorker returns the running source worker, or nil when unbound.
 func (s *Server) SourceWorker() *SourceWorker {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.sw
-}
-
-// Status is the worker status of DESIGN.md §6.
-func (s *Server) Status() WorkerStatus {
-	s.mu.Lock()
-	sw, serr, swarn := s.sw, s.serverErr, s.serverWarn
-	s.mu.Unlock()
-	st := WorkerStatus{
-		Worker: s.cfg.Name, Addr: s.cfg.Addr,
-		Relay: RelayStatus{Enabled: false}, SubTasks: []SubTaskStatus{}, Streams: []any{}, Errors: []TaskError{},
-	}
-	if sw != nil {
-		ss := sw.Status()
-		st.Source, st.Relay, st.SubTasks, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Errors
-	}
-	if swarn != nil {
-		st.Errors = append([]TaskError{*swarn}, st.Errors...)
-	}
-	if serr != nil {
-		st.Errors = append([]TaskError{*serr}, st.Errors...)
-	}
-	return st
-}
-
-// publishStatus writes P/status/{worker} on the keepalive lease every
-// StatusInterval until ctx is done.
-func (s *Server) publishStatus(ctx context.Context) {
-	t := time.NewTicker(s.cfg.StatusInterval)
-	defer t.Stop()
-	for {
-		s.mu.Lock()
-		lease := s.keepalive.LeaseID()
-		s.mu.Unlock()
-		data, err := json.Marshal(s.Status())
-		if err == nil {
-			_, err = s.store.PutStatus(ctx, s.cfg.Name, data, lease)
-		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("publish status to etcd", zap.Error(err))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

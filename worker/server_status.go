@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// WorkerStatus is the JSON of GET /api/v1/status and of P/status/{worker}
+
+// Status is the worker status of DESIGN.md §6.
+func (s *Server) Status() WorkerStatus {
+	s.mu.Lock()
+	sw, serr, swarn := s.sw, s.serverErr, s.serverWarn
+	s.mu.Unlock()
+	st := WorkerStatus{
+		Worker: s.cfg.Name, Addr: s.cfg.Addr,
+		Relay: RelayStatus{Enabled: false}, SubTasks: []SubTaskStatus{}, Streams: []any{}, Errors: []TaskError{},
+	}
+	if sw != nil {
+		ss := sw.Status()
+		st.Source, st.Relay, st.SubTasks, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Errors
+	}
+	if swarn != nil {
+		st.Errors = append([]TaskError{*swarn}, st.Errors...)
+	}
+	if serr != nil {
+		st.Errors = append([]TaskError{*serr}, st.Errors...)
+	}
+	return st
+}
+
+// publishStatus writes P/status/{worker} on the keepalive lease every
+// StatusInterval until ctx is done.
+func (s *Server) publishStatus(ctx context.Context) {
+	t := time.NewTicker(s.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		lease := s.keepalive.LeaseID()
+		s.mu.Unlock()
+		data, err := json.Marshal(s.Status())
+		if err == nil {
+			_, err = s.store.PutStatus(ctx, s.cfg.Name, data, lease)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("publish status to etcd", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
