@@ -12,6 +12,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // nativeTimeout bounds one native catch-up.
@@ -27,28 +28,25 @@ func nativeCatchUp(t *testing.T, ctx context.Context, src *mariadbtest.Instance,
 		src.Host(), src.Port(), mariadbtest.SourceUser, mariadbtest.SourcePassword, start.Name, start.Pos))
 	began := time.Now()
 	execAll(t, ctx, db, "START SLAVE")
-	deadline := began.Add(nativeTimeout)
-	for {
+	var elapsed time.Duration
+	testutil.Eventually(t, nativeTimeout, fmt.Sprintf("native replication into %s executes up to %s", tgt.inst.Name(), end), func() error {
 		st := slaveStatus(t, ctx, db)
 		pos, err := strconv.ParseUint(st["Exec_Master_Log_Pos"], 10, 32)
 		if err != nil {
 			t.Fatalf("SHOW SLAVE STATUS: Exec_Master_Log_Pos %q: %v", st["Exec_Master_Log_Pos"], err)
 		}
 		if (binlog.Location{Name: st["Relay_Master_Log_File"], Pos: uint32(pos)}).Compare(end) >= 0 {
-			elapsed := time.Since(began)
-			execAll(t, ctx, db, "STOP SLAVE")
-			return elapsed
+			elapsed = time.Since(began)
+			return nil
 		}
 		if st["Last_SQL_Errno"] != "0" || st["Last_IO_Errno"] != "0" {
 			t.Fatalf("native replication into %s failed: SQL error %s %q, IO error %s %q", tgt.inst.Name(),
 				st["Last_SQL_Errno"], st["Last_SQL_Error"], st["Last_IO_Errno"], st["Last_IO_Error"])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("native replication into %s reached only %s:%s of %s within %v", tgt.inst.Name(),
-				st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"], end, nativeTimeout)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval of the condition
-	}
+		return fmt.Errorf("executed only up to %s:%s", st["Relay_Master_Log_File"], st["Exec_Master_Log_Pos"])
+	})
+	execAll(t, ctx, db, "STOP SLAVE")
+	return elapsed
 }
 
 // slaveStatus returns SHOW SLAVE STATUS as column name -> text.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // serverSettings are the my.cnf lines every benchmark server gets, source and targets alike, on
@@ -184,22 +185,19 @@ func backlogBytes(files []binlogFile, from, to binlog.Location) int64 {
 func quietEnd(t *testing.T, src *mariadbtest.Instance) binlog.Location {
 	t.Helper()
 	const quiet = time.Second
-	deadline := time.Now().Add(time.Minute)
 	var last binlog.Location
 	since := time.Now()
-	for {
+	testutil.Eventually(t, time.Minute, fmt.Sprintf("the binlog of %s stops growing for %s after the workload", src.Name(), quiet), func() error {
 		file, pos, _ := src.MasterStatus(t)
-		cur := binlog.Location{Name: file, Pos: pos}
-		if cur != last {
+		if cur := (binlog.Location{Name: file, Pos: pos}); cur != last {
 			last, since = cur, time.Now()
-		} else if time.Since(since) >= quiet {
-			return cur
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the binlog of %s kept growing for a minute after the workload", src.Name())
+		if moved := time.Since(since); moved < quiet {
+			return fmt.Errorf("binlog end %s, moved %s ago", last, moved.Round(time.Millisecond))
 		}
-		time.Sleep(100 * time.Millisecond) // polling interval of the condition
-	}
+		return nil
+	})
+	return last
 }
 
 // dirBinlogBytes sums the sizes of the binlog files (named like the source's) under dir.
