@@ -53,6 +53,10 @@ type streamResult struct {
 	Sources         []string `json:"sources"`
 }
 
+// streamCreate checks a stream file, that its source exists and that its
+// name is new; while streams.notRun is set it then refuses, writing
+// nothing. The writes after the refusal are what the stream-task issue
+// turns on by dropping notRun from the streams table.
 func streamCreate(ctx context.Context, e *env, cmd *command, args []string) error {
 	pos, err := parseArgs(cmd, newFlags(cmd), args, "FILE")
 	if err != nil {
