@@ -13,6 +13,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/periodic"
 )
 
 // PurgeRequest selects the relay files to remove; exactly one field is set.
@@ -177,18 +178,11 @@ func (r *Relay) RunPurger(ctx context.Context, cfg config.PurgeConfig) {
 		<-ctx.Done()
 		return
 	}
-	t := time.NewTicker(time.Duration(cfg.Interval) * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Run(ctx, time.Duration(cfg.Interval)*time.Second, periodic.AfterInterval, func(context.Context) {
 		if err := r.purgeAuto(cfg); err != nil {
 			r.log.Warn("background relay purge failed", zap.Error(err))
 		}
-	}
+	})
 }
 
 func (r *Relay) purgeAuto(cfg config.PurgeConfig) error {

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/backoff"
+	"github.com/dmworker/dm-worker/pkg/periodic"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
 )
@@ -102,16 +103,7 @@ func (c *Checker) Run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
-	t := time.NewTicker(c.cfg.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.check(ctx)
-	}
+	periodic.Run(ctx, c.cfg.Interval, periodic.AfterInterval, c.check)
 }
 
 // check looks at every item once.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -49,7 +51,8 @@ type fakeItem struct {
 }
 
 func newPausedItem(name string, resumable ...bool) *fakeItem {
-	it := &fakeItem{lifecycle: newLifecycle("fake " + name), name: name}
+	it := &fakeItem{name: name}
+	it.lifecycle = newLifecycle("fake "+name, it.resume)
 	if err := it.start(); err != nil {
 		panic(err)
 	}
@@ -79,8 +82,9 @@ func (it *fakeItem) Name() string { return it.name }
 
 func (it *fakeItem) Kind() string { return "relay" }
 
-func (it *fakeItem) AutoResume(context.Context) error {
-	if _, err := it.beginResume(true); err != nil {
+// resume is the fake's part of Resume and AutoResume.
+func (it *fakeItem) resume(_ context.Context, auto bool) error {
+	if _, err := it.beginResume(auto); err != nil {
 		return err
 	}
 	it.running()
@@ -97,6 +101,14 @@ func (it *fakeItem) Resumes() []time.Time {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	return append([]time.Time(nil), it.resumes...)
+}
+
+// checkResumes is nil when the item has been auto-resumed exactly want times.
+func (it *fakeItem) checkResumes(want int) error {
+	if n := len(it.Resumes()); n != want {
+		return fmt.Errorf("%d auto-resumes, want %d", n, want)
+	}
+	return nil
 }
 
 // itemList is the checker's list of items, counting how often it is read
@@ -128,10 +140,13 @@ func (l *itemList) waitChecks(t *testing.T) {
 	l.mu.Lock()
 	from := l.reads
 	l.mu.Unlock()
-	waitFor(t, "two checks", func() bool {
+	testutil.Eventually(t, unitWait, "two checks", func() error {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.reads >= from+2
+		if l.reads < from+2 {
+			return fmt.Errorf("%d checks since the wait began", l.reads-from)
+		}
+		return nil
 	})
 }
 
@@ -160,7 +175,12 @@ func TestCheckerBackoffGrows(t *testing.T) {
 	startChecker(t, CheckerConfig{Enable: true, Interval: time.Millisecond, BackoffMin: 20 * time.Millisecond,
 		BackoffMax: 160 * time.Millisecond, QuietWindow: time.Minute}, l, RealClock{}, m)
 
-	waitFor(t, "six auto-resumes", func() bool { return len(it.Resumes()) >= 6 })
+	testutil.Eventually(t, unitWait, "six auto-resumes", func() error {
+		if n := len(it.Resumes()); n < 6 {
+			return fmt.Errorf("%d auto-resumes", n)
+		}
+		return nil
+	})
 	rs := it.Resumes()
 	// Expected delays: 20, 40, 80, 160 (capped), 160, 160 ms, with ±10 %
 	// jitter after the first and never above the cap. Wall-clock delays on
@@ -252,7 +272,7 @@ func expectResumeBetween(t *testing.T, l *itemList, clock *fakeClock, it *fakeIt
 		t.Fatalf("resumed after %v, before the backoff of at least %v", lo-time.Millisecond, lo)
 	}
 	clock.Advance(hi - lo + time.Millisecond)
-	waitFor(t, "auto-resume", func() bool { return len(it.Resumes()) == n+1 })
+	testutil.Eventually(t, unitWait, "auto-resume", func() error { return it.checkResumes(n + 1) })
 }
 
 func TestCheckerBackoffSequence(t *testing.T) {
@@ -286,7 +306,7 @@ func TestCheckerBackoffResetsAfterQuietWindow(t *testing.T) {
 		t.Fatal("second auto-resume before the doubled backoff")
 	}
 	clock.Advance(41 * time.Millisecond)
-	waitFor(t, "second auto-resume", func() bool { return len(it.Resumes()) == 2 })
+	testutil.Eventually(t, unitWait, "second auto-resume", func() error { return it.checkResumes(2) })
 
 	// Running for the quiet window resets the backoff.
 	l.waitChecks(t)
@@ -330,7 +350,7 @@ func TestCheckerResumesSubTask(t *testing.T) {
 			s := NewSubTask(testConfig("incremental"), newTestFactory(false, u), zaptest.NewLogger(t))
 			defer s.Close()
 			s.Run(context.Background())
-			waitFor(t, "unit running", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "unit running")
 			u.send(t, tt.err)
 			waitStage(t, s, stage.Paused)
 			if tt.explicit {
@@ -345,7 +365,7 @@ func TestCheckerResumesSubTask(t *testing.T) {
 			l.waitChecks(t)
 			clock.Advance(time.Duration(float64(time.Second) * (1 + backoff.Jitter)))
 			if tt.wantResume {
-				waitFor(t, "unit resumed", func() bool { return u.State() == usRunning })
+				waitUnit(t, u, usRunning, "unit resumed")
 				if u.count("Resume") != 1 || s.Stage() != stage.Running {
 					t.Fatalf("calls %v stage %s", u.Calls(), s.Stage())
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/periodic"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/relay"
 )
@@ -54,8 +55,9 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 		if err != nil {
 			return nil, fmt.Errorf("open relay of source %q in %s: %w", cfg.SourceID, dir, err)
 		}
-		return &FileRelay{lifecycle: newLifecycle(fmt.Sprintf("relay of source %q", cfg.SourceID)),
-			relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"), purgeDone: make(chan struct{})}, nil
+		h := &FileRelay{relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"), purgeDone: make(chan struct{})}
+		h.lifecycle = newLifecycle(fmt.Sprintf("relay of source %q", cfg.SourceID), h.resume)
+		return h, nil
 	}
 }
 
@@ -67,7 +69,6 @@ type FileRelay struct {
 	cfg   *config.SourceConfig
 	opts  RelayOptions
 	log   *zap.Logger
-	ops   sync.Mutex // serialises Start/Pause/Resume/Close
 
 	mu        sync.Mutex         // guards the fields below
 	cancel    context.CancelFunc // of the running pull; nil when not running
@@ -152,9 +153,7 @@ func (h *FileRelay) run(ctx context.Context) {
 
 // refreshMaster refreshes SHOW MASTER STATUS until ctx is done.
 func (h *FileRelay) refreshMaster(ctx context.Context) {
-	t := time.NewTicker(h.opts.MasterStatusInterval)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, h.opts.MasterStatusInterval, periodic.Now, func(ctx context.Context) {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		loc, err := h.relay.MasterStatus(qctx)
 		cancel()
@@ -163,12 +162,7 @@ func (h *FileRelay) refreshMaster(ctx context.Context) {
 			h.master = loc.String()
 			h.mu.Unlock()
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // cancelPull cancels the running pull and returns the channel closed when
@@ -213,21 +207,7 @@ func (h *FileRelay) Pause(ctx context.Context) error {
 	return err
 }
 
-// Resume continues a paused relay, clearing its error and the explicit mark.
-func (h *FileRelay) Resume(ctx context.Context) error {
-	h.ops.Lock()
-	defer h.ops.Unlock()
-	return h.resume(ctx, false)
-}
-
-// AutoResume resumes a relay paused by resumable errors only.
-func (h *FileRelay) AutoResume(ctx context.Context) error {
-	h.ops.Lock()
-	defer h.ops.Unlock()
-	return h.resume(ctx, true)
-}
-
-// resume runs under ops. The pull of a paused relay has returned (an error
+// resume is the relay's part of Resume and AutoResume; it runs under ops. The pull of a paused relay has returned (an error
 // ended it, or Pause waited for it); it is waited for again, bounded by
 // ctx, before the stage moves.
 func (h *FileRelay) resume(ctx context.Context, auto bool) error {

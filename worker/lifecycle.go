@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,13 @@ var (
 // on close.
 type lifecycle struct {
 	what string // the object in errors, e.g. `subtask "t1"`
+	// resumeWork restarts the holder's work after a pause, under ops: the
+	// holder's part of Resume and AutoResume.
+	resumeWork func(ctx context.Context, auto bool) error
+
+	// ops serialises the holder's lifecycle methods (start, pause, resume,
+	// update, close); the work's own goroutines never take it.
+	ops sync.Mutex
 
 	mu sync.Mutex
 	// guarded by mu:
@@ -43,7 +51,29 @@ type lifecycle struct {
 	explicit bool         // paused by an explicit pause and not resumed since
 }
 
-func newLifecycle(what string) lifecycle { return lifecycle{what: what, stage: stage.New} }
+// newLifecycle returns a New lifecycle of the object what whose work is
+// restarted by resume.
+func newLifecycle(what string, resume func(ctx context.Context, auto bool) error) lifecycle {
+	return lifecycle{what: what, resumeWork: resume, stage: stage.New}
+}
+
+// Resume resumes paused work explicitly (the master's Running): it clears
+// the explicit-pause mark and the errors, and the work continues where it
+// stopped. Other stages give ErrNotPaused.
+func (l *lifecycle) Resume(ctx context.Context) error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	return l.resumeWork(ctx, false)
+}
+
+// AutoResume is Resume for the auto-resume checker: it resumes only work
+// paused by errors that are all resumable and not paused explicitly;
+// otherwise it returns ErrNotAutoResumable.
+func (l *lifecycle) AutoResume(ctx context.Context) error {
+	l.ops.Lock()
+	defer l.ops.Unlock()
+	return l.resumeWork(ctx, true)
+}
 
 // Stage is the current stage.
 func (l *lifecycle) Stage() stage.Stage {
@@ -129,13 +159,17 @@ func (l *lifecycle) beginResume(auto bool) (*unit.Result, error) {
 
 // running moves Resuming to Running once the work runs again, and reports
 // whether the stage is Running (false: paused or stopped before it began).
-func (l *lifecycle) running() bool {
+func (l *lifecycle) running() bool { return l.move(stage.Resuming, stage.Running) == stage.Running }
+
+// move moves the stage from from to to when it is from, and returns the
+// stage after.
+func (l *lifecycle) move(from, to stage.Stage) stage.Stage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stage == stage.Resuming {
-		l.stage = stage.Running
+	if l.stage == from {
+		l.stage = to
 	}
-	return l.stage == stage.Running
+	return l.stage
 }
 
 // fail records a failed run; live work (Running, Resuming, Pausing) becomes
@@ -183,14 +217,7 @@ func (l *lifecycle) finish() bool {
 // handOver is called between two steps of the work (units of a pipeline):
 // a pause asked for meanwhile takes effect (Pausing → Paused), and it
 // reports whether the work goes on (still Running).
-func (l *lifecycle) handOver() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stage == stage.Pausing {
-		l.stage = stage.Paused
-	}
-	return l.stage == stage.Running
-}
+func (l *lifecycle) handOver() bool { return l.move(stage.Pausing, stage.Paused) == stage.Running }
 
 // beginStop moves any stage but Stopped to Stopping; false when already
 // Stopped.

@@ -3,8 +3,8 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"time"
 
+	"github.com/dmworker/dm-worker/pkg/periodic"
 	"go.uber.org/zap"
 )
 
@@ -35,9 +35,7 @@ func (s *Server) Status() WorkerStatus {
 // publishStatus writes P/status/{worker} on the keepalive lease every
 // StatusInterval until ctx is done.
 func (s *Server) publishStatus(ctx context.Context) {
-	t := time.NewTicker(s.cfg.StatusInterval)
-	defer t.Stop()
-	for {
+	periodic.Run(ctx, s.cfg.StatusInterval, periodic.Now, func(ctx context.Context) {
 		s.mu.Lock()
 		lease := s.keepalive.LeaseID()
 		s.mu.Unlock()
@@ -48,10 +46,5 @@ func (s *Server) publishStatus(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("publish status to etcd", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/periodic"
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
@@ -283,14 +284,7 @@ func (w *SourceWorker) Relay() RelayHolder { return w.relay.holder() }
 
 // runStageGauge sets the subtasks-by-stage gauge every second.
 func (w *SourceWorker) runStageGauge(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	periodic.Run(ctx, time.Second, periodic.AfterInterval, func(context.Context) {
 		counts := make(map[stage.Stage]int)
 		for _, st := range w.subTasks.list() {
 			counts[st.Stage()]++
@@ -298,5 +292,5 @@ func (w *SourceWorker) runStageGauge(ctx context.Context) {
 		for _, s := range stage.All() {
 			w.cfg.Metrics.SubTasks.WithLabelValues(string(s)).Set(float64(counts[s]))
 		}
-	}
+	})
 }

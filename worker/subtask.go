@@ -34,10 +34,8 @@ type SubTask struct {
 	factory unit.Factory
 	logger  *zap.Logger
 
-	// ops serialises the lifecycle methods (Run, Pause, Resume, AutoResume,
-	// Update, Close, Kill). The supervisor never takes it.
-	ops sync.Mutex
-	// guarded by ops:
+	// guarded by the lifecycle's ops, which serialises Run, Pause, Resume,
+	// AutoResume, Update, Close and Kill (the supervisor never takes it):
 	cancel context.CancelFunc // cancels the current supervisor; nil before the first
 	done   chan struct{}      // closed by the supervisor when it exits; nil before the first
 
@@ -62,12 +60,12 @@ type SubTask struct {
 // runs: it then pauses with a non-resumable error.
 func NewSubTask(cfg *config.SubTaskConfig, factory unit.Factory, logger *zap.Logger) *SubTask {
 	s := &SubTask{
-		lifecycle: newLifecycle(fmt.Sprintf("subtask %q", cfg.Name)),
-		name:      cfg.Name,
-		factory:   factory,
-		logger:    logger.With(zap.String("task", cfg.Name)),
-		cfg:       cfg.Clone(),
+		name:    cfg.Name,
+		factory: factory,
+		logger:  logger.With(zap.String("task", cfg.Name)),
+		cfg:     cfg.Clone(),
 	}
+	s.lifecycle = newLifecycle(fmt.Sprintf("subtask %q", cfg.Name), s.resume)
 	s.units, s.buildErr = s.build(s.cfg)
 	return s
 }

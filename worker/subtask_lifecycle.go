@@ -64,28 +64,11 @@ func (s *SubTask) Pause(ctx context.Context) error {
 	return nil
 }
 
-// Resume resumes a Paused subtask explicitly: Paused → Resuming → Running.
-// It clears the explicit-pause mark and the errors; the unit that failed or
-// was paused continues with Resume, a unit that has not run yet with
-// Process. A subtask still Pausing is waited for (bounded by ctx). Other
-// stages give ErrNotPaused. Like Run, the pipeline outlives ctx.
-func (s *SubTask) Resume(ctx context.Context) error {
-	s.ops.Lock()
-	defer s.ops.Unlock()
-	return s.resume(ctx, false)
-}
-
-// AutoResume is Resume for the auto-resume checker: it resumes only a
-// subtask paused by errors that are all resumable and not paused explicitly;
-// otherwise it returns ErrNotAutoResumable. The explicit-pause mark
-// stays cleared.
-func (s *SubTask) AutoResume(ctx context.Context) error {
-	s.ops.Lock()
-	defer s.ops.Unlock()
-	return s.resume(ctx, true)
-}
-
-// resume runs under ops.
+// resume is the subtask's part of Resume and AutoResume; it runs under
+// ops. Paused → Resuming → Running: the unit that failed or was paused
+// continues with Resume, a unit that has not run yet with Process. A
+// subtask still Pausing is waited for (bounded by ctx). Like Run, the
+// pipeline outlives ctx.
 func (s *SubTask) resume(ctx context.Context, auto bool) error {
 	if s.Stage() == stage.Pausing {
 		if err := s.waitSupervisor(ctx); err != nil {
