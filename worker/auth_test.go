@@ -2,7 +2,7 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -10,6 +10,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/etcdutil"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestServerWithEtcdAuth: with etcd auth on and a user whose role covers
@@ -35,25 +36,19 @@ func TestServerWithEtcdAuth(t *testing.T) {
 	}}
 	e.run(ServerConfig{Client: cli})
 
-	within(t, 10*time.Second, "registered with a keepalive", func() bool {
-		infos, _, err := e.master.GetWorkerInfos(e.ctx())
-		return err == nil && infos["w1"].Addr == "127.0.0.1:1" && e.keepaliveLease() != 0
-	})
+	testutil.Eventually(t, 10*time.Second, "registered with a keepalive", e.checkRegistered)
 	lease := e.keepaliveLease()
 	e.bind()
 	e.putTask("t1", stage.Running)
-	within(t, 10*time.Second, "bound and t1 running", func() bool {
-		return e.srv.Status().Source == testSource && e.subtaskStage("t1") == stage.Running
+	testutil.Eventually(t, 10*time.Second, "bound and t1 running", func() error {
+		return errors.Join(e.checkBound(testSource), e.checkSubtaskStage("t1", stage.Running))
 	})
 	e.setStage("t1", stage.Paused)
-	within(t, 10*time.Second, "t1 paused", func() bool { return e.subtaskStage("t1") == stage.Paused })
-	within(t, 10*time.Second, "status published", func() bool {
-		st, _, err := e.master.GetStatuses(e.ctx())
-		if err != nil {
-			return false
-		}
-		var ws WorkerStatus
-		return json.Unmarshal(st["w1"], &ws) == nil && ws.Source == testSource && len(ws.SubTasks) == 1 && ws.SubTasks[0].Stage == stage.Paused
+	testutil.Eventually(t, 10*time.Second, "t1 paused", func() error { return e.checkSubtaskStage("t1", stage.Paused) })
+	testutil.Eventually(t, 10*time.Second, "status published", func() error {
+		return e.checkPublished(func(ws WorkerStatus) bool {
+			return ws.Source == testSource && len(ws.SubTasks) == 1 && ws.SubTasks[0].Stage == stage.Paused
+		})
 	})
 	// The lease outlives several lease TTLs and auth token lifetimes:
 	// keepalives pass auth with renewed tokens.
@@ -63,18 +58,9 @@ func TestServerWithEtcdAuth(t *testing.T) {
 	}
 	// The watches and reconciles still work after the tokens expired.
 	e.setStage("t1", stage.Running)
-	within(t, 10*time.Second, "t1 running again", func() bool { return e.subtaskStage("t1") == stage.Running })
+	testutil.Eventually(t, 10*time.Second, "t1 running again", func() error { return e.checkSubtaskStage("t1", stage.Running) })
 
-	e.cancel()
-	select {
-	case err := <-e.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("server did not stop")
-	}
-	e.done <- nil // for Cleanup
+	e.stop(15 * time.Second)
 	if e.keepaliveLease() != 0 {
 		t.Fatal("keepalive key still there after shutdown: the lease was not revoked")
 	}

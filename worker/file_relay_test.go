@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // relayDirSize is the total size of the files under dir.
@@ -35,6 +37,18 @@ func relayDirSize(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// relayDirKeepsSize fails t when the files under dir grow from size bytes
+// within d.
+func relayDirKeepsSize(t *testing.T, dir string, size int64, d time.Duration) {
+	t.Helper()
+	holds(t, d, "relay files keep their size while Paused", func() error {
+		if n := relayDirSize(t, dir); n != size {
+			return fmt.Errorf("grew from %d to %d bytes", size, n)
+		}
+		return nil
+	})
 }
 
 func TestFileRelayStages(t *testing.T) {
@@ -63,13 +77,16 @@ func TestFileRelayStages(t *testing.T) {
 			src.Exec(t, "INSERT INTO db.t VALUES (?, REPEAT('x', 200))", i)
 		}
 	}
-	caughtUp := func() bool {
+	caughtUp := func() error {
 		file, pos, _ := src.MasterStatus(t)
-		st := h.Status()
-		return st.RelayBinlog == binlog.Location{Name: file, Pos: pos}.String() && st.MasterBinlog == st.RelayBinlog
+		master := binlog.Location{Name: file, Pos: pos}.String()
+		if st := h.Status(); st.RelayBinlog != master || st.MasterBinlog != st.RelayBinlog {
+			return fmt.Errorf("source at %s; relay at %s, its master at %s", master, st.RelayBinlog, st.MasterBinlog)
+		}
+		return nil
 	}
 	insert(0, 100)
-	within(t, 30*time.Second, "relay to catch up while Running", caughtUp)
+	testutil.Eventually(t, 30*time.Second, "relay to catch up while Running", caughtUp)
 	st := h.Status()
 	if st.Stage != stage.Running || st.RelayDir != dir || st.RelayBinlogGTID == "" || len(st.Errors) != 0 {
 		t.Fatalf("status = %+v", st)
@@ -87,18 +104,12 @@ func TestFileRelayStages(t *testing.T) {
 	size := relayDirSize(t, dir)
 	insert(100, 300)
 	// Paused: nothing may grow. Give a running relay ample time to show up.
-	deadline := time.Now().Add(500 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if n := relayDirSize(t, dir); n != size {
-			t.Fatalf("relay files grew from %d to %d bytes while Paused", size, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	relayDirKeepsSize(t, dir, size, 500*time.Millisecond)
 
 	if err := h.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 30*time.Second, "relay to catch up after Resume", caughtUp)
+	testutil.Eventually(t, 30*time.Second, "relay to catch up after Resume", caughtUp)
 
 	// A reader blocks purging its file: 409 purge-forbidden naming it.
 	rd := h.NewReader("sync-task1")
@@ -141,9 +152,14 @@ func TestFileRelayPausesOnResumableError(t *testing.T) {
 	if err := h.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 30*time.Second, "relay to write", func() bool { return h.Status().RelayBinlog != "" })
+	testutil.WaitFor(t, 30*time.Second, "relay to write", func() bool { return h.Status().RelayBinlog != "" })
 	src.Stop(t)
-	within(t, 60*time.Second, "relay to pause with the error", func() bool { return h.Stage() == stage.Paused })
+	testutil.Eventually(t, 60*time.Second, "relay to pause with the error", func() error {
+		if got := h.Stage(); got != stage.Paused {
+			return fmt.Errorf("relay %s", got)
+		}
+		return nil
+	})
 	res := h.Result()
 	if !res.Resumable() || h.ExplicitlyPaused() || len(h.Status().Errors) == 0 {
 		t.Fatalf("result %+v, explicit %v; want a resumable error", res, h.ExplicitlyPaused())
@@ -152,7 +168,10 @@ func TestFileRelayPausesOnResumableError(t *testing.T) {
 	if err := h.AutoResume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 30*time.Second, "relay to run again", func() bool {
-		return h.Stage() == stage.Running && h.Result() == nil && len(h.Status().Errors) == 0
+	testutil.Eventually(t, 30*time.Second, "relay to run again", func() error {
+		if st, res := h.Status(), h.Result(); h.Stage() != stage.Running || res != nil || len(st.Errors) != 0 {
+			return fmt.Errorf("relay %s, result %+v, errors %v", h.Stage(), res, st.Errors)
+		}
+		return nil
 	})
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -42,9 +45,8 @@ func startBoundServer(t *testing.T) (*serverEnv, http.Handler) {
 	if _, err := e.master.PutSubTask(e.ctx(), cfg, ha.Stage{Expect: stage.Running, Source: testSource, Task: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "t1 running", func() bool {
-		u := e.factory.latest("t1")
-		return e.subtaskStage("t1") == stage.Running && u != nil && u.State() == usRunning
+	testutil.Eventually(t, 5*time.Second, "t1 running", func() error {
+		return errors.Join(e.checkSubtaskStage("t1", stage.Running), checkUnitState(e.factory.latest("t1"), usRunning))
 	})
 	return e, e.srv.Handler(prometheus.NewRegistry())
 }
@@ -157,7 +159,7 @@ func TestHTTPValidatorRunningButWithoutErrorStore(t *testing.T) {
 	if _, err := e.master.PutValidatorStage(e.ctx(), ha.Stage{Expect: stage.Running, Source: testSource, Task: "t1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "validator running", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "validator running", func() bool {
 		st := e.srv.SourceWorker().SubTask("t1")
 		return st != nil && st.Validator() != nil
 	})
@@ -182,25 +184,23 @@ func TestHTTPStatusHasNoPasswords(t *testing.T) {
 	// A malformed sibling task makes the status carry an error entry too.
 	e.putRaw("/dm/task/config/"+testSource+"/t2", `{"name":"t2","target-database":{"password":"`+httpTargetPassword+`"`)
 	e.putRaw("/dm/stage/subtask/"+testSource+"/t2", `{"expect":"Running","source":"`+testSource+`","task":"t2"}`)
-	within(t, 5*time.Second, "t2 reported", func() bool {
-		for _, te := range e.srv.Status().Errors {
-			if te.Task == "t2" && te.Code == CodeSubTaskValueMalformed {
-				return true
-			}
-		}
-		return false
+	testutil.Eventually(t, 5*time.Second, "t2 reported", func() error {
+		return e.checkErrorListed(func(te TaskError) bool { return te.Task == "t2" && te.Code == CodeSubTaskValueMalformed })
 	})
 	views := map[string]string{
 		"GET /api/v1/status":      serve(h, http.MethodGet, "/api/v1/status", "").Body.String(),
 		"GET /api/v1/subtasks/t1": serve(h, http.MethodGet, "/api/v1/subtasks/t1", "").Body.String(),
 	}
-	within(t, 5*time.Second, "status key with t2's error published", func() bool {
+	testutil.Eventually(t, 5*time.Second, "status key with t2's error published", func() error {
 		st, _, err := e.master.GetStatuses(e.ctx())
-		if err != nil || !strings.Contains(string(st["w1"]), CodeSubTaskValueMalformed) {
-			return false
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(st["w1"]), CodeSubTaskValueMalformed) {
+			return fmt.Errorf("status key holds %s", st["w1"])
 		}
 		views["P/status/w1"] = string(st["w1"])
-		return true
+		return nil
 	})
 	for view, body := range views {
 		if !strings.Contains(body, `"t1"`) {
@@ -227,7 +227,7 @@ func TestHTTPHandleErrorRefusedByTheUnitIsAConflict(t *testing.T) {
 	e.factory.wrap = func(u *testUnit) unit.Unit { return refusingUnit{u} }
 	e.bind()
 	e.putTask("h1", stage.Running)
-	within(t, 5*time.Second, "h1 running", func() bool { return e.subtaskStage("h1") == stage.Running })
+	testutil.Eventually(t, 5*time.Second, "h1 running", func() error { return e.checkSubtaskStage("h1", stage.Running) })
 	rec := serve(e.srv.Handler(prometheus.NewRegistry()), http.MethodPost, "/api/v1/subtasks/h1/handle-error", `{"op":"skip"}`)
 	if rec.Code != http.StatusConflict {
 		t.Fatalf("status %d, want 409: %s", rec.Code, rec.Body)

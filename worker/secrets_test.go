@@ -2,6 +2,8 @@ package worker
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -135,8 +138,8 @@ func TestServerDecryptsPasswords(t *testing.T) {
 	put("plain", "plain-pw")
 	put("wrongkey", wrongCT)
 
-	within(t, 10*time.Second, "good and plain running", func() bool {
-		return e.subtaskStage("good") == stage.Running && e.subtaskStage("plain") == stage.Running
+	testutil.Eventually(t, 10*time.Second, "good and plain running", func() error {
+		return errors.Join(e.checkSubtaskStage("good", stage.Running), e.checkSubtaskStage("plain", stage.Running))
 	})
 	if s := se.lastSource(); s == nil || s.From.Password != "source-pw-Zq1" {
 		t.Fatalf("the unit factory got source password %q, want the decrypted one", s.From.Password)
@@ -158,13 +161,8 @@ func TestServerDecryptsPasswords(t *testing.T) {
 		t.Fatal("the subtask's kept config was changed by decryption")
 	}
 
-	within(t, 5*time.Second, "wrongkey reported", func() bool {
-		for _, te := range e.srv.Status().Errors {
-			if te.Task == "wrongkey" && te.Code == CodePasswordUndecryptable {
-				return true
-			}
-		}
-		return false
+	testutil.Eventually(t, 5*time.Second, "wrongkey reported", func() error {
+		return e.checkErrorListed(func(te TaskError) bool { return te.Task == "wrongkey" && te.Code == CodePasswordUndecryptable })
 	})
 	if e.subtaskStage("wrongkey") != "<absent>" {
 		t.Fatalf("subtask wrongkey exists in stage %s", e.subtaskStage("wrongkey"))
@@ -185,9 +183,15 @@ func TestServerDecryptsPasswords(t *testing.T) {
 	}
 
 	// Nothing secret in the status, as served or published.
-	within(t, 5*time.Second, "status published with the error", func() bool {
+	testutil.Eventually(t, 5*time.Second, "status published with the error", func() error {
 		st, _, err := e.master.GetStatuses(e.ctx())
-		return err == nil && strings.Contains(string(st["w1"]), CodePasswordUndecryptable)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(st["w1"]), CodePasswordUndecryptable) {
+			return fmt.Errorf("status key holds %s", st["w1"])
+		}
+		return nil
 	})
 	st, _, _ := e.master.GetStatuses(e.ctx())
 	local, _ := json.Marshal(e.srv.Status())
@@ -205,7 +209,7 @@ func TestServerDecryptsPasswords(t *testing.T) {
 	if _, err := e.master.PutSubTaskConfig(e.ctx(), c); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 10*time.Second, "good updated", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "good updated", func() bool {
 		u := se.factory.latest("good")
 		if u == nil {
 			return false
@@ -236,13 +240,10 @@ func TestServerUndecryptableSourcePassword(t *testing.T) {
 	if _, err := e.master.PutBound(e.ctx(), ha.Bound{Source: testSource, Worker: "w1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 10*time.Second, "source error in status", func() bool {
-		for _, te := range e.srv.Status().Errors {
-			if te.Code == CodePasswordUndecryptable && strings.Contains(te.Message, testSource) && strings.Contains(te.Message, "from.password") {
-				return true
-			}
-		}
-		return false
+	testutil.Eventually(t, 10*time.Second, "source error in status", func() error {
+		return e.checkErrorListed(func(te TaskError) bool {
+			return te.Code == CodePasswordUndecryptable && strings.Contains(te.Message, testSource) && strings.Contains(te.Message, "from.password")
+		})
 	})
 	if e.srv.SourceWorker() != nil || se.lastSource() != nil {
 		t.Fatal("a source worker was started with an undecryptable password")
@@ -252,5 +253,10 @@ func TestServerUndecryptableSourcePassword(t *testing.T) {
 	if _, err := e.master.PutSourceConfig(e.ctx(), src); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 10*time.Second, "source started", func() bool { return e.srv.SourceWorker() != nil && len(e.srv.Status().Errors) == 0 })
+	testutil.Eventually(t, 10*time.Second, "source started", func() error {
+		if es := e.srv.Status().Errors; e.srv.SourceWorker() == nil || len(es) != 0 {
+			return fmt.Errorf("source worker running: %v, status errors %s", e.srv.SourceWorker() != nil, errorList(es))
+		}
+		return nil
+	})
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -74,6 +77,22 @@ func (e *serverEnv) run(cfg ServerConfig) {
 	})
 }
 
+// stop cancels Run and waits up to d for it to return nil. It puts a value
+// back on e.done for the Cleanup of run.
+func (e *serverEnv) stop(d time.Duration) {
+	e.t.Helper()
+	e.cancel()
+	select {
+	case err := <-e.done:
+		if err != nil {
+			e.t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(d):
+		e.t.Fatalf("server did not stop within %s", d)
+	}
+	e.done <- nil
+}
+
 func (e *serverEnv) keepaliveLease() clientv3.LeaseID {
 	resp, err := e.master.Client().Get(e.ctx(), ha.Keys{Prefix: "/dm"}.Keepalive("w1"))
 	if err != nil || len(resp.Kvs) == 0 {
@@ -103,35 +122,81 @@ func (e *serverEnv) subtaskStage(name string) stage.Stage {
 	return "<absent>"
 }
 
+// checkSubtaskStage is nil when subtask name reports stage want.
+func (e *serverEnv) checkSubtaskStage(name string, want stage.Stage) error {
+	if got := e.subtaskStage(name); got != want {
+		return fmt.Errorf("%s %s", name, got)
+	}
+	return nil
+}
+
+// checkBound is nil when the server is bound to source ("" for unbound).
+func (e *serverEnv) checkBound(source string) error {
+	if got := e.srv.Status().Source; got != source {
+		return fmt.Errorf("bound to %q", got)
+	}
+	return nil
+}
+
+// checkRegistered is nil when w1's worker info and keepalive are in etcd.
+func (e *serverEnv) checkRegistered() error {
+	infos, _, err := e.master.GetWorkerInfos(e.ctx())
+	if err != nil {
+		return err
+	}
+	if addr, lease := infos["w1"].Addr, e.keepaliveLease(); addr != "127.0.0.1:1" || lease == 0 {
+		return fmt.Errorf("worker info addr %q, keepalive lease %x", addr, lease)
+	}
+	return nil
+}
+
+// checkPublished is nil when w1's status key holds a status ok accepts;
+// otherwise it shows what the key holds.
+func (e *serverEnv) checkPublished(ok func(WorkerStatus) bool) error {
+	st, _, err := e.master.GetStatuses(e.ctx())
+	if err != nil {
+		return err
+	}
+	var ws WorkerStatus
+	if err := json.Unmarshal(st["w1"], &ws); err != nil || !ok(ws) {
+		return fmt.Errorf("status key holds %s (%v)", st["w1"], err)
+	}
+	return nil
+}
+
+// checkErrorListed is nil when the server status lists an error match
+// accepts; otherwise it shows the errors listed now.
+func (e *serverEnv) checkErrorListed(match func(TaskError) bool) error {
+	es := e.srv.Status().Errors
+	for _, te := range es {
+		if match(te) {
+			return nil
+		}
+	}
+	return fmt.Errorf("status errors %s", errorList(es))
+}
+
 func TestServerRegisterBindUnbind(t *testing.T) {
 	e := startServer(t)
-	within(t, 5*time.Second, "worker info and keepalive", func() bool {
-		infos, _, err := e.master.GetWorkerInfos(e.ctx())
-		return err == nil && infos["w1"].Addr == "127.0.0.1:1" && e.keepaliveLease() != 0
-	})
+	testutil.Eventually(t, 5*time.Second, "worker info and keepalive", e.checkRegistered)
 	if s := e.srv.Status(); s.Source != "" || s.Relay.Enabled {
 		t.Fatalf("unbound status: %+v", s)
 	}
 
 	e.bind()
 	e.putTask("t1", stage.Running)
-	within(t, 5*time.Second, "bound and running", func() bool {
-		return e.srv.Status().Source == testSource && e.subtaskStage("t1") == stage.Running
+	testutil.Eventually(t, 5*time.Second, "bound and running", func() error {
+		return errors.Join(e.checkBound(testSource), e.checkSubtaskStage("t1", stage.Running))
 	})
 	// The status key is published on the lease with the same JSON.
-	within(t, 5*time.Second, "status published", func() bool {
-		st, _, err := e.master.GetStatuses(e.ctx())
-		if err != nil {
-			return false
-		}
-		var ws WorkerStatus
-		return json.Unmarshal(st["w1"], &ws) == nil && ws.Source == testSource && len(ws.SubTasks) == 1
+	testutil.Eventually(t, 5*time.Second, "status published", func() error {
+		return e.checkPublished(func(ws WorkerStatus) bool { return ws.Source == testSource && len(ws.SubTasks) == 1 })
 	})
 
 	if _, err := e.master.DeleteBound(e.ctx(), "w1"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "unbound", func() bool { return e.srv.Status().Source == "" })
+	testutil.Eventually(t, 5*time.Second, "unbound", func() error { return e.checkBound("") })
 	if u := e.factory.latest("t1"); u.State() != usClosed || u.count("Close") != 1 {
 		t.Fatalf("unbind must close subtasks gracefully: %v", u.Calls())
 	}
@@ -142,13 +207,8 @@ func TestServerBoundToMissingSourceReportsError(t *testing.T) {
 	if _, err := e.master.PutBound(e.ctx(), ha.Bound{Source: "nope", Worker: "w1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "missing source reported", func() bool {
-		for _, te := range e.srv.Status().Errors {
-			if te.Code == CodeSourceConfigMissing {
-				return true
-			}
-		}
-		return false
+	testutil.Eventually(t, 5*time.Second, "missing source reported", func() error {
+		return e.checkErrorListed(func(te TaskError) bool { return te.Code == CodeSourceConfigMissing })
 	})
 	// Creating the source fixes it without any other action.
 	cfg := testSourceConfig()
@@ -156,9 +216,11 @@ func TestServerBoundToMissingSourceReportsError(t *testing.T) {
 	if _, err := e.master.PutSourceConfig(e.ctx(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "bound after create", func() bool {
-		s := e.srv.Status()
-		return s.Source == "nope" && len(s.Errors) == 0
+	testutil.Eventually(t, 5*time.Second, "bound after create", func() error {
+		if s := e.srv.Status(); s.Source != "nope" || len(s.Errors) != 0 {
+			return fmt.Errorf("bound to %q, status errors %s", s.Source, errorList(s.Errors))
+		}
+		return nil
 	})
 }
 
@@ -167,7 +229,7 @@ func TestServerLeaseLoss(t *testing.T) {
 	e.bind()
 	e.putTask("l1", stage.Running)
 	e.putTask("l2", stage.Paused)
-	within(t, 5*time.Second, "running", func() bool { return e.subtaskStage("l1") == stage.Running })
+	testutil.Eventually(t, 5*time.Second, "running", func() error { return e.checkSubtaskStage("l1", stage.Running) })
 	old := e.factory.latest("l1")
 	lease := e.keepaliveLease()
 
@@ -175,55 +237,50 @@ func TestServerLeaseLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
-	within(t, time.Second, "data plane killed after lease loss", func() bool { return old.State() == usClosed })
+	testutil.Eventually(t, time.Second, "data plane killed after lease loss", func() error { return checkUnitState(old, usClosed) })
 	if old.count("Kill") != 1 || old.count("Close") != 0 {
 		t.Fatalf("lease loss must kill, not close: %v", old.Calls())
 	}
 	t.Logf("subtask killed %s after the lease was revoked", time.Since(revoked))
 
-	within(t, 5*time.Second, "re-registered with a new lease", func() bool {
-		l := e.keepaliveLease()
-		return l != 0 && l != lease
+	testutil.Eventually(t, 5*time.Second, "re-registered with a new lease", func() error {
+		if l := e.keepaliveLease(); l == 0 || l == lease {
+			return fmt.Errorf("keepalive lease %x, revoked %x", l, lease)
+		}
+		return nil
 	})
-	within(t, 5*time.Second, "subtasks back from a fresh snapshot", func() bool {
-		u := e.factory.latest("l1")
-		return u != old && e.subtaskStage("l1") == stage.Running && e.subtaskStage("l2") == stage.Paused
+	testutil.Eventually(t, 5*time.Second, "subtasks back from a fresh snapshot", func() error {
+		if e.factory.latest("l1") == old {
+			return errors.New("l1 still has the unit from before the lease loss")
+		}
+		return errors.Join(e.checkSubtaskStage("l1", stage.Running), e.checkSubtaskStage("l2", stage.Paused))
 	})
 }
 
 func TestServerRelayFollowsConfigAndRelayKey(t *testing.T) {
 	e := startServer(t)
 	e.bind()
-	within(t, 5*time.Second, "bound", func() bool { return e.srv.Status().Source == testSource })
+	testutil.Eventually(t, 5*time.Second, "bound", func() error { return e.checkBound(testSource) })
 	if e.srv.Status().Relay.Enabled {
 		t.Fatal("relay enabled without enable-relay or a relay key")
 	}
 	if _, err := e.master.PutRelayBound(e.ctx(), ha.Bound{Source: testSource, Worker: "w1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "relay enabled by the relay key", func() bool { return e.srv.Status().Relay.Enabled })
+	testutil.WaitFor(t, 5*time.Second, "relay enabled by the relay key", func() bool { return e.srv.Status().Relay.Enabled })
 	if _, err := e.master.DeleteRelayBound(e.ctx(), "w1"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "relay disabled", func() bool { return !e.srv.Status().Relay.Enabled })
+	testutil.WaitFor(t, 5*time.Second, "relay disabled", func() bool { return !e.srv.Status().Relay.Enabled })
 }
 
 func TestServerGracefulShutdownRevokesLease(t *testing.T) {
 	e := startServer(t)
 	e.bind()
 	e.putTask("g1", stage.Running)
-	within(t, 5*time.Second, "running", func() bool { return e.subtaskStage("g1") == stage.Running })
+	testutil.Eventually(t, 5*time.Second, "running", func() error { return e.checkSubtaskStage("g1", stage.Running) })
 	u := e.factory.latest("g1")
-	e.cancel()
-	select {
-	case err := <-e.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("graceful shutdown took longer than 10s")
-	}
-	e.done <- nil // for Cleanup
+	e.stop(10 * time.Second)
 	if u.count("Close") != 1 {
 		t.Fatalf("shutdown must close subtasks gracefully: %v", u.Calls())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // TestSourceWorkerRelayStageDrivesRealRelay drives the real relay through
@@ -55,36 +56,50 @@ func TestSourceWorkerRelayStageDrivesRealRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	caughtUp := func() bool {
+	caughtUp := func() error {
 		st := sw.Status().Relay
-		return st.Stage == stage.Running && st.RelayBinlog != "" && st.RelayBinlog == st.MasterBinlog && len(st.Errors) == 0
+		if st.Stage != stage.Running || st.RelayBinlog == "" || st.RelayBinlog != st.MasterBinlog || len(st.Errors) != 0 {
+			return fmt.Errorf("relay %s at %q, its master at %q, errors %v", st.Stage, st.RelayBinlog, st.MasterBinlog, st.Errors)
+		}
+		return nil
 	}
 
 	put(stage.Running)
 	insert(0, 50)
-	within(t, 30*time.Second, "relay Running and caught up", caughtUp)
+	testutil.Eventually(t, 30*time.Second, "relay Running and caught up", caughtUp)
 
 	put(stage.Paused)
-	within(t, 2*time.Second, "relay Paused", func() bool { return sw.Status().Relay.Stage == stage.Paused })
+	testutil.Eventually(t, 2*time.Second, "relay Paused", func() error {
+		if got := sw.Status().Relay.Stage; got != stage.Paused {
+			return fmt.Errorf("relay %s", got)
+		}
+		return nil
+	})
 	size := relayDirSize(t, dir)
 	insert(50, 150)
 	// A running relay shows new files within tens of milliseconds; give it
 	// ten times that to prove a paused one does not.
-	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if got := relayDirSize(t, dir); got != size {
-			t.Fatalf("relay files grew while Paused: %d -> %d bytes", size, got)
-		}
-	}
+	relayDirKeepsSize(t, dir, size, 500*time.Millisecond)
 
 	put(stage.Running)
-	within(t, 30*time.Second, "relay resumed and caught up", func() bool { return caughtUp() && relayDirSize(t, dir) > size })
+	testutil.Eventually(t, 30*time.Second, "relay resumed and caught up", func() error {
+		if err := caughtUp(); err != nil {
+			return err
+		}
+		if got := relayDirSize(t, dir); got <= size {
+			return fmt.Errorf("relay files still %d bytes, as when Paused", got)
+		}
+		return nil
+	})
 
 	if _, err := master.DeleteRelayStage(ctx, testSource); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 5*time.Second, "relay stopped after its stage was deleted", func() bool {
-		st := sw.Status().Relay
-		return sw.Relay() == nil && st.Enabled && st.Stage == stage.Stopped
+	testutil.Eventually(t, 5*time.Second, "relay stopped after its stage was deleted", func() error {
+		if st := sw.Status().Relay; sw.Relay() != nil || !st.Enabled || st.Stage != stage.Stopped {
+			return fmt.Errorf("relay running: %v, enabled %v, stage %s", sw.Relay() != nil, st.Enabled, st.Stage)
+		}
+		return nil
 	})
 	if st := sw.Status().Relay; fmt.Sprint(st.Errors) != "[]" {
 		t.Fatalf("relay errors after a clean stop: %v", st.Errors)

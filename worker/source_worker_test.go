@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -182,21 +184,20 @@ func (e *swEnv) settled(name string, want stage.Stage) bool {
 	return running == (want == stage.Running)
 }
 
-// within waits up to d for cond, failing with what.
-func within(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
+// waitStage waits up to d for task name to settle in stage want; a timeout
+// names the stage reported and the unit's state at the deadline.
 func (e *swEnv) waitStage(name string, want stage.Stage, d time.Duration) {
 	e.t.Helper()
-	within(e.t, d, fmt.Sprintf("task %s %s (reported %v)", name, want, e.stageOf(name)), func() bool { return e.settled(name, want) })
+	testutil.Eventually(e.t, d, fmt.Sprintf("task %s %s", name, want), func() error {
+		if e.settled(name, want) {
+			return nil
+		}
+		state := unitState("<no unit>")
+		if u := e.factory.latest(name); u != nil {
+			state = u.State()
+		}
+		return fmt.Errorf("reported %s, unit %s", e.stageOf(name), state)
+	})
 }
 
 func (e *swEnv) stageOf(name string) stage.Stage {
@@ -206,6 +207,45 @@ func (e *swEnv) stageOf(name string) stage.Stage {
 	return "<absent>"
 }
 
+// checkAbsent is nil when the source worker has no subtask name.
+func (e *swEnv) checkAbsent(name string) error {
+	if st := e.sw.SubTask(name); st != nil {
+		return fmt.Errorf("%s still there, reported %s", name, st.Stage())
+	}
+	return nil
+}
+
+// checkBatch is nil when task name has syncer batch size batch and has
+// settled Running.
+func (e *swEnv) checkBatch(name string, batch int) error {
+	st := e.sw.SubTask(name)
+	if st == nil {
+		return fmt.Errorf("%s absent", name)
+	}
+	if got := st.Config().Syncer.Batch; got != batch || !e.settled(name, stage.Running) {
+		return fmt.Errorf("%s batch %d, reported %s, %d units built", name, got, st.Stage(), e.factory.built(name))
+	}
+	return nil
+}
+
+// holds checks that check stays nil for d, failing t with what and the
+// first violation.
+func holds(t testing.TB, d time.Duration, what string, check func() error) {
+	t.Helper()
+	var broken error
+	_ = testutil.Poll(d, func() error {
+		if broken = check(); broken != nil {
+			return nil // stop polling: the condition broke
+		}
+		return errStillHolds
+	})
+	if broken != nil {
+		t.Fatalf("%s: broke within %s: %v", what, d, broken)
+	}
+}
+
+var errStillHolds = errors.New("still holds")
+
 func (e *swEnv) taskError(name, code string) bool {
 	for _, te := range e.sw.Status().Errors {
 		if te.Task == name && te.Code == code {
@@ -213,6 +253,25 @@ func (e *swEnv) taskError(name, code string) bool {
 		}
 	}
 	return false
+}
+
+// checkTaskError is nil when the status lists an error with code for task
+// name exactly when listed is true; otherwise it describes the errors the
+// status lists now.
+func (e *swEnv) checkTaskError(name, code string, listed bool) error {
+	if e.taskError(name, code) == listed {
+		return nil
+	}
+	return fmt.Errorf("status errors %s", errorList(e.sw.Status().Errors))
+}
+
+// errorList shows the task and code of each error, for wait failures.
+func errorList(es []TaskError) string {
+	parts := make([]string, len(es))
+	for i, te := range es {
+		parts[i] = te.Task + ":" + te.Code
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 func TestSourceWorkerStageLifecycle(t *testing.T) {
@@ -241,12 +300,15 @@ func TestSourceWorkerStageLifecycle(t *testing.T) {
 	}
 
 	e.deleteStage("t1")
-	within(t, time.Second, "t1 removed", func() bool { return e.sw.SubTask("t1") == nil })
-	within(t, time.Second, "t1's unit closed", func() bool { return e.factory.latest("t1").State() == usClosed })
+	testutil.Eventually(t, time.Second, "t1 removed", func() error { return e.checkAbsent("t1") })
+	testutil.Eventually(t, time.Second, "t1's unit closed", func() error { return checkUnitState(e.factory.latest("t1"), usClosed) })
 
 	e.deleteConfig("t2")
-	within(t, time.Second, "t2 removed with an orphan-stage error", func() bool {
-		return e.sw.SubTask("t2") == nil && e.taskError("t2", CodeSubTaskStageWithoutConfig)
+	testutil.Eventually(t, time.Second, "t2 removed with an orphan-stage error", func() error {
+		if err := e.checkAbsent("t2"); err != nil {
+			return err
+		}
+		return e.checkTaskError("t2", CodeSubTaskStageWithoutConfig, true)
 	})
 	e.waitStage("t3", stage.Running, time.Second)
 	st := e.sw.Status()
@@ -255,7 +317,9 @@ func TestSourceWorkerStageLifecycle(t *testing.T) {
 	}
 	// Deleting the orphan stage clears its error.
 	e.deleteStage("t2")
-	within(t, time.Second, "orphan error cleared", func() bool { return !e.taskError("t2", CodeSubTaskStageWithoutConfig) })
+	testutil.Eventually(t, time.Second, "orphan error cleared", func() error {
+		return e.checkTaskError("t2", CodeSubTaskStageWithoutConfig, false)
+	})
 	checkProtocol(t, e.factory.latest("t1"), e.factory.latest("t3"))
 }
 
@@ -296,7 +360,7 @@ func TestSourceWorkerRelistsAfterCompaction(t *testing.T) {
 	for n, want := range map[string]stage.Stage{"c1": stage.Paused, "c2": stage.Paused, "c4": stage.Running, "c5": stage.Running} {
 		e.waitStage(n, want, 10*time.Second)
 	}
-	within(t, 5*time.Second, "c3 removed", func() bool { return e.sw.SubTask("c3") == nil })
+	testutil.Eventually(t, 5*time.Second, "c3 removed", func() error { return e.checkAbsent("c3") })
 	if n := len(e.sw.Status().SubTasks); n != 4 {
 		t.Fatalf("want exactly 4 subtasks after relist, got %d", n)
 	}
@@ -310,13 +374,14 @@ func TestSourceWorkerSurvivesEtcdRestart(t *testing.T) {
 	e.waitStage("r2", stage.Running, 2*time.Second)
 
 	e.etcd.Stop()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if !e.settled("r1", stage.Running) || !e.settled("r2", stage.Running) {
-			t.Fatal("subtasks must keep running while etcd is down")
+	holds(t, 2*time.Second, "subtasks keep running while etcd is down", func() error {
+		for _, n := range []string{"r1", "r2"} {
+			if !e.settled(n, stage.Running) {
+				return fmt.Errorf("%s reported %s", n, e.stageOf(n))
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	e.etcd.Restart(t)
 
 	e.setStage("r1", stage.Paused)
@@ -340,9 +405,9 @@ func TestSourceWorkerMalformedValuesAffectOnlyTheirTask(t *testing.T) {
 	e.putRaw(keys.SubTaskStage(testSource, "m4"), `{"expect":"Running","source":"mysql-01","task":"m4"}`)
 	e.putRaw(keys.SubTaskStage(testSource, "bad name!"), `{"expect":"Running","source":"mysql-01","task":"bad name!"}`)
 
-	within(t, 2*time.Second, "errors reported for m2, m4 and the invalid name", func() bool {
-		return e.taskError("m2", CodeSubTaskValueMalformed) && e.taskError("m4", CodeSubTaskValueMalformed) &&
-			e.taskError("bad name!", CodeSubTaskNameInvalid)
+	testutil.Eventually(t, 2*time.Second, "errors reported for m2, m4 and the invalid name", func() error {
+		return errors.Join(e.checkTaskError("m2", CodeSubTaskValueMalformed, true),
+			e.checkTaskError("m4", CodeSubTaskValueMalformed, true), e.checkTaskError("bad name!", CodeSubTaskNameInvalid, true))
 	})
 	if e.sw.SubTask("m4") != nil {
 		t.Fatal("a task whose config is malformed must not be created")
@@ -357,12 +422,14 @@ func TestSourceWorkerMalformedValuesAffectOnlyTheirTask(t *testing.T) {
 	if _, err := e.master.Client().Delete(e.ctx(), keys.SubTaskStage(testSource, "bad name!")); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 2*time.Second, "invalid-name error cleared", func() bool { return !e.taskError("bad name!", CodeSubTaskNameInvalid) })
+	testutil.Eventually(t, 2*time.Second, "invalid-name error cleared", func() error {
+		return e.checkTaskError("bad name!", CodeSubTaskNameInvalid, false)
+	})
 
 	// A fixed value is picked up and the error goes away.
 	e.setStage("m2", stage.Paused)
 	e.waitStage("m2", stage.Paused, time.Second)
-	within(t, time.Second, "m2 error cleared", func() bool { return !e.taskError("m2", CodeSubTaskValueMalformed) })
+	testutil.Eventually(t, time.Second, "m2 error cleared", func() error { return e.checkTaskError("m2", CodeSubTaskValueMalformed, false) })
 	var st SubTaskStatus
 	for _, s := range e.sw.Status().SubTasks {
 		if s.Name == "m2" {
@@ -381,7 +448,7 @@ func TestSourceWorkerInvalidConfigReported(t *testing.T) {
 	if _, err := e.master.PutSubTask(e.ctx(), bad, ha.Stage{Expect: stage.Running, Source: testSource, Task: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, time.Second, "invalid config reported", func() bool { return e.taskError("v1", CodeSubTaskConfigInvalid) })
+	testutil.Eventually(t, time.Second, "invalid config reported", func() error { return e.checkTaskError("v1", CodeSubTaskConfigInvalid, true) })
 	for _, te := range e.sw.Status().Errors {
 		if te.Task == "v1" && !strings.Contains(te.Message, "Dump") {
 			t.Fatalf("error should name the missing units: %s", te.Message)
@@ -407,8 +474,11 @@ func TestSourceWorkerAutoResume(t *testing.T) {
 	for i := range 4 {
 		u.send(t, errs.New("test-conn-lost", true, "connection lost"))
 		failed := time.Now()
-		within(t, 5*time.Second, "a1 auto-resumed", func() bool {
-			return u.count("Resume") == i+1 && e.settled("a1", stage.Running)
+		testutil.Eventually(t, 5*time.Second, fmt.Sprintf("a1 auto-resumed %d times", i+1), func() error {
+			if n := u.count("Resume"); n != i+1 || !e.settled("a1", stage.Running) {
+				return fmt.Errorf("%d resumes, reported %s, unit %s", n, e.stageOf("a1"), u.State())
+			}
+			return nil
 		})
 		delays = append(delays, time.Since(failed))
 	}
@@ -418,7 +488,12 @@ func TestSourceWorkerAutoResume(t *testing.T) {
 
 	// a2: a non-resumable error stays, visible.
 	e.factory.latest("a2").send(t, errs.New("test-bad-ddl", false, "unsupported DDL"))
-	within(t, time.Second, "a2 paused", func() bool { return e.stageOf("a2") == stage.Paused })
+	testutil.Eventually(t, time.Second, "a2 paused", func() error {
+		if got := e.stageOf("a2"); got != stage.Paused {
+			return fmt.Errorf("a2 reported %s", got)
+		}
+		return nil
+	})
 	time.Sleep(400 * time.Millisecond) // longer than the largest backoff: a resume would have happened
 	if e.stageOf("a2") != stage.Paused || e.factory.latest("a2").count("Resume") != 0 {
 		t.Fatal("a non-resumable error was auto-resumed")
@@ -461,15 +536,24 @@ func TestSourceWorkerValidatorStage(t *testing.T) {
 		return stage.Stopped
 	}
 	put(stage.Running)
-	within(t, time.Second, "validator running", func() bool { return validatorStage() == stage.Running })
+	waitValidator := func(what string, want stage.Stage) {
+		t.Helper()
+		testutil.Eventually(t, time.Second, what, func() error {
+			if got := validatorStage(); got != want {
+				return fmt.Errorf("validator %s", got)
+			}
+			return nil
+		})
+	}
+	waitValidator("validator running", stage.Running)
 	put(stage.Stopped)
-	within(t, time.Second, "validator stopped", func() bool { return validatorStage() == stage.Stopped })
+	waitValidator("validator stopped", stage.Stopped)
 	put(stage.Running)
-	within(t, time.Second, "validator running again", func() bool { return validatorStage() == stage.Running })
+	waitValidator("validator running again", stage.Running)
 	if _, err := e.master.DeleteValidatorStage(e.ctx(), testSource, "w1"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, time.Second, "validator stopped on delete", func() bool { return validatorStage() == stage.Stopped })
+	waitValidator("validator stopped on delete", stage.Stopped)
 }
 
 func TestSourceWorkerConfigUpdate(t *testing.T) {
@@ -481,10 +565,7 @@ func TestSourceWorkerConfigUpdate(t *testing.T) {
 	if _, err := e.master.PutSubTaskConfig(e.ctx(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 2*time.Second, "config applied in place", func() bool {
-		st := e.sw.SubTask("u1")
-		return st != nil && st.Config().Syncer.Batch == 500 && e.settled("u1", stage.Running)
-	})
+	testutil.Eventually(t, 2*time.Second, "config applied in place", func() error { return e.checkBatch("u1", 500) })
 	if e.factory.built("u1") != 1 {
 		t.Fatal("a unit that supports Update must not be recreated")
 	}
@@ -495,9 +576,11 @@ func TestSourceWorkerConfigUpdate(t *testing.T) {
 	if _, err := e.master.PutSubTaskConfig(e.ctx(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 2*time.Second, "subtask recreated", func() bool {
-		st := e.sw.SubTask("u1")
-		return st != nil && st.Config().Syncer.Batch == 700 && e.factory.built("u1") == 2 && e.settled("u1", stage.Running)
+	testutil.Eventually(t, 2*time.Second, "subtask recreated", func() error {
+		if n := e.factory.built("u1"); n != 2 {
+			return fmt.Errorf("%d units built", n)
+		}
+		return e.checkBatch("u1", 700)
 	})
 }
 
@@ -549,12 +632,12 @@ func TestSourceWorkerScale(t *testing.T) {
 	}
 	e.putMany(names, stage.Running)
 	start := time.Now()
-	within(t, 5*time.Second, "1000 subtasks Running", func() bool { return e.countSettled(names, stage.Running) == n })
+	testutil.Eventually(t, 5*time.Second, "1000 subtasks Running", func() error { return e.checkAllSettled(names, stage.Running) })
 	t.Logf("1000 subtasks Running %s after their keys were written", time.Since(start))
 
 	e.setMany(names, stage.Paused)
 	start = time.Now()
-	within(t, 5*time.Second, "1000 subtasks Paused", func() bool { return e.countSettled(names, stage.Paused) == n })
+	testutil.Eventually(t, 5*time.Second, "1000 subtasks Paused", func() error { return e.checkAllSettled(names, stage.Paused) })
 	t.Logf("1000 stage flips reconciled in %s", time.Since(start))
 }
 
@@ -593,14 +676,19 @@ func (e *swEnv) forMany(names []string, put func(name string) error) {
 	wg.Wait()
 }
 
-func (e *swEnv) countSettled(names []string, want stage.Stage) int {
+// checkAllSettled is nil when every task in names has settled in stage
+// want; otherwise it counts those that have not.
+func (e *swEnv) checkAllSettled(names []string, want stage.Stage) error {
 	c := 0
 	for _, n := range names {
-		if e.settled(n, want) {
+		if !e.settled(n, want) {
 			c++
 		}
 	}
-	return c
+	if c != 0 {
+		return fmt.Errorf("%d of %d not settled in %s", c, len(names), want)
+	}
+	return nil
 }
 
 func TestSourceWorkerCloseAndKillStopEverything(t *testing.T) {
@@ -636,9 +724,7 @@ func TestSourceWorkerCloseAndKillStopEverything(t *testing.T) {
 func BenchmarkStageToAction(b *testing.B) {
 	e := startSW(b, 8)
 	e.putTask("b1", stage.Running)
-	for !e.settled("b1", stage.Running) {
-		time.Sleep(time.Millisecond)
-	}
+	e.waitStage("b1", stage.Running, 10*time.Second)
 	b.ResetTimer()
 	for i := range b.N {
 		want := stage.Paused
@@ -646,6 +732,8 @@ func BenchmarkStageToAction(b *testing.B) {
 			want = stage.Running
 		}
 		e.setStage("b1", want)
+		// What is measured: a tight spin, not testutil's 10 ms poll, which
+		// would be most of each measurement.
 		for !e.settled("b1", want) {
 			time.Sleep(50 * time.Microsecond)
 		}
@@ -659,7 +747,9 @@ func TestSourceWorkerUnknownConfigFieldIsAWarning(t *testing.T) {
 		`"meta":{"binlog-name":"mariadb-bin.000001"},"target-database":{"host":"127.0.0.1"},"syncer":{"batchh":5},"x-extra":1}`)
 	e.putRaw(keys.SubTaskStage(testSource, "u1"), `{"expect":"Running","x-stage-extra":"?"}`)
 	e.waitStage("u1", stage.Running, 5*time.Second)
-	within(t, time.Second, "config-unknown-field warning in status", func() bool { return e.taskError("u1", CodeConfigUnknownField) })
+	testutil.Eventually(t, time.Second, "config-unknown-field warning in status", func() error {
+		return e.checkTaskError("u1", CodeConfigUnknownField, true)
+	})
 	st := e.sw.Status()
 	for _, te := range st.Errors {
 		if te.Task == "u1" && te.Code == CodeConfigUnknownField {
@@ -680,7 +770,7 @@ func TestSourceWorkerUnknownConfigFieldIsAWarning(t *testing.T) {
 	e.putRaw(keys.SubTaskStage(testSource, "u1"), `{"expect":"Running"}`)
 	e.putRaw(keys.SubTaskConfig(testSource, "u1"), `{"name":"u1","source-id":"`+testSource+`","task-mode":"incremental",`+
 		`"meta":{"binlog-name":"mariadb-bin.000001"},"target-database":{"host":"127.0.0.1"}}`)
-	within(t, 5*time.Second, "warning cleared", func() bool { return !e.taskError("u1", CodeConfigUnknownField) })
+	testutil.Eventually(t, 5*time.Second, "warning cleared", func() error { return e.checkTaskError("u1", CodeConfigUnknownField, false) })
 }
 
 func TestSourceWorkerUnknownRelayStageFieldIsAWarning(t *testing.T) {
@@ -688,16 +778,22 @@ func TestSourceWorkerUnknownRelayStageFieldIsAWarning(t *testing.T) {
 	e.sw.EnableRelay(e.ctx())
 	key := e.master.Keys().RelayStage(testSource)
 	e.putRaw(key, `{"expect":"Running","x-relay-extra":1}`)
-	warned := func() bool {
+	// checkWarned is nil when the relay-stage warning is listed exactly
+	// when want is true.
+	checkWarned := func(want bool) error {
+		warned := false
 		for _, te := range e.sw.Status().Errors {
 			if te.Task == "" && te.Code == CodeConfigUnknownField && strings.Contains(te.Message, "x-relay-extra") &&
 				strings.Contains(te.Message, key) {
-				return true
+				warned = true
 			}
 		}
-		return false
+		if warned != want {
+			return fmt.Errorf("status errors %s", errorList(e.sw.Status().Errors))
+		}
+		return nil
 	}
-	within(t, 5*time.Second, "config-unknown-field warning for the relay stage", warned)
+	testutil.Eventually(t, 5*time.Second, "config-unknown-field warning for the relay stage", func() error { return checkWarned(true) })
 	e.putRaw(key, `{"expect":"Running"}`)
-	within(t, 5*time.Second, "warning cleared", func() bool { return !warned() })
+	testutil.Eventually(t, 5*time.Second, "warning cleared", func() error { return checkWarned(false) })
 }

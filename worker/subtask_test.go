@@ -17,6 +17,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -102,7 +103,7 @@ func TestSubTaskStartsAtLastUnitWithProgress(t *testing.T) {
 					started = u
 				}
 			}
-			waitFor(t, "start unit running", func() bool { return started.State() == usRunning })
+			waitUnit(t, started, usRunning, "start unit running")
 			if s.CurrentUnit() != tt.start || s.Stage() != stage.Running {
 				t.Fatalf("at %s in %s, want %s Running", s.CurrentUnit(), s.Stage(), tt.start)
 			}
@@ -145,7 +146,7 @@ func TestSubTaskFailurePausesWithError(t *testing.T) {
 			s := NewSubTask(testConfig("incremental"), newTestFactory(false, u), zaptest.NewLogger(t))
 			defer s.Close()
 			s.Run(context.Background())
-			waitFor(t, "unit running", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "unit running")
 			u.send(t, tt.err)
 			waitStage(t, s, stage.Paused)
 			r := s.Result()
@@ -171,7 +172,7 @@ func TestSubTaskFailurePausesWithError(t *testing.T) {
 			if err != nil {
 				t.Fatalf("resume: %v", err)
 			}
-			waitFor(t, "unit running again", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "unit running again")
 			if s.Stage() != stage.Running || s.Result() != nil || len(s.Status().Errors) != 0 {
 				t.Fatalf("after resume: stage %s result %+v", s.Stage(), s.Result())
 			}
@@ -196,7 +197,7 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	if err := s.Resume(ctx); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	waitFor(t, "unit running", func() bool { return u.State() == usRunning })
+	waitUnit(t, u, usRunning, "unit running")
 
 	if err := s.Pause(ctx); err != nil {
 		t.Fatalf("pause: %v", err)
@@ -210,7 +211,7 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	if err := s.Resume(ctx); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	waitFor(t, "unit resumed", func() bool { return u.State() == usRunning })
+	waitUnit(t, u, usRunning, "unit resumed")
 	if s.Stage() != stage.Running || s.ExplicitlyPaused() {
 		t.Fatalf("after resume: stage %s explicit %v", s.Stage(), s.ExplicitlyPaused())
 	}
@@ -249,16 +250,16 @@ func TestSubTaskPauseResumeAfterHandOver(t *testing.T) {
 	s := NewSubTask(testConfig("full"), newTestFactory(false, dump, load), zaptest.NewLogger(t))
 	defer s.Close()
 	s.Run(context.Background())
-	waitFor(t, "dump running", func() bool { return dump.State() == usRunning })
+	waitUnit(t, dump, usRunning, "dump running")
 	dump.send(t, nil)
-	waitFor(t, "load running", func() bool { return load.State() == usRunning })
+	waitUnit(t, load, usRunning, "load running")
 	if err := s.Pause(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Resume(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "load resumed", func() bool { return load.State() == usRunning })
+	waitUnit(t, load, usRunning, "load resumed")
 	load.send(t, nil)
 	waitStage(t, s, stage.Finished)
 	if got, want := load.Calls(), []string{"Init", "IsFreshTask", "Process", "Pause", "Resume"}; !reflect.DeepEqual(got, want) {
@@ -291,7 +292,7 @@ func TestSubTaskUpdate(t *testing.T) {
 			defer s.Close()
 			ctx := context.Background()
 			s.Run(ctx)
-			waitFor(t, "unit running", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "unit running")
 			if tt.pause {
 				if err := s.Pause(ctx); err != nil {
 					t.Fatal(err)
@@ -380,7 +381,7 @@ func TestSubTaskBuildAndInitErrors(t *testing.T) {
 		if err := s.Resume(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "dump running", func() bool { return dump.State() == usRunning })
+		waitUnit(t, dump, usRunning, "dump running")
 		if dump.count("Init") != 1 || load.count("Init") != 2 || sync.count("Init") != 1 {
 			t.Fatalf("init retried wrongly: %v %v %v", dump.Calls(), load.Calls(), sync.Calls())
 		}
@@ -397,15 +398,15 @@ func TestSubTaskCloseAndKill(t *testing.T) {
 		{"close new", false, func(*testing.T, *SubTask, *testUnit) {}},
 		{"close running", false, func(t *testing.T, s *SubTask, u *testUnit) {
 			s.Run(context.Background())
-			waitFor(t, "running", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "running")
 		}},
 		{"kill running", true, func(t *testing.T, s *SubTask, u *testUnit) {
 			s.Run(context.Background())
-			waitFor(t, "running", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "running")
 		}},
 		{"close paused", false, func(t *testing.T, s *SubTask, u *testUnit) {
 			s.Run(context.Background())
-			waitFor(t, "running", func() bool { return u.State() == usRunning })
+			waitUnit(t, u, usRunning, "running")
 			if err := s.Pause(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -542,17 +543,16 @@ func TestSubTaskConcurrentOps(t *testing.T) {
 	}
 	wg.Wait()
 
-	quiet := func() bool {
+	testutil.Eventually(t, unitWait, "stage to match the unit's state", func() error {
 		st, us := s.Stage(), u.State()
-		switch st {
-		case stage.Running:
-			return us == usRunning
-		case stage.Paused:
-			return us == usPaused || us == usFailed || us == usNew || us == usIdle
+		switch {
+		case st == stage.Running && us == usRunning:
+			return nil
+		case st == stage.Paused && (us == usPaused || us == usFailed || us == usNew || us == usIdle):
+			return nil
 		}
-		return false
-	}
-	waitFor(t, "stage to match the unit's state", quiet)
+		return fmt.Errorf("stage %s, unit %s", st, us)
+	})
 	checkProtocol(t, u)
 
 	// And it still works: bring it to Running, then Paused.
@@ -561,7 +561,7 @@ func TestSubTaskConcurrentOps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "unit running", func() bool { return u.State() == usRunning })
+	waitUnit(t, u, usRunning, "unit running")
 	if err := s.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}

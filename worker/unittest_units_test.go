@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -304,15 +306,38 @@ func testConfig(mode string) *config.SubTaskConfig {
 	return &config.SubTaskConfig{Name: "task1", SourceID: "mysql-01", TaskMode: mode, MetaSchema: "dm_meta"}
 }
 
-// waitFor waits until cond holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	within(t, 10*time.Second, what, cond)
+// unitWait is how long the subtask and checker tests wait for a unit, a
+// stage or the checker.
+const unitWait = 10 * time.Second
+
+// checkUnitState is nil when u is in state want.
+func checkUnitState(u *testUnit, want unitState) error {
+	if u == nil {
+		return errors.New("no unit built yet")
+	}
+	if got := u.State(); got != want {
+		return fmt.Errorf("%s unit %s", u.typ, got)
+	}
+	return nil
 }
 
-func waitStage(t *testing.T, s *SubTask, want stage.Stage) {
+// waitUnit waits up to unitWait for u to be in state want; a timeout names
+// what and u's state at the deadline.
+func waitUnit(t testing.TB, u *testUnit, want unitState, what string) {
 	t.Helper()
-	waitFor(t, "stage "+string(want), func() bool { return s.Stage() == want })
+	testutil.Eventually(t, unitWait, what, func() error { return checkUnitState(u, want) })
+}
+
+// waitStage waits up to unitWait for s to be in stage want; a timeout names
+// the stage and the unit state at the deadline.
+func waitStage(t testing.TB, s *SubTask, want stage.Stage) {
+	t.Helper()
+	testutil.Eventually(t, unitWait, "stage "+string(want), func() error {
+		if got := s.Stage(); got != want {
+			return fmt.Errorf("stage %s", got)
+		}
+		return nil
+	})
 }
 
 func checkProtocol(t *testing.T, units ...*testUnit) {
