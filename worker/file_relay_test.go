@@ -43,7 +43,7 @@ func relayDirSize(t *testing.T, dir string) int64 {
 // within d.
 func relayDirKeepsSize(t *testing.T, dir string, size int64, d time.Duration) {
 	t.Helper()
-	holds(t, d, "relay files keep their size while Paused", func() error {
+	testutil.Consistently(t, d, "relay files keep their size while Paused", func() error {
 		if n := relayDirSize(t, dir); n != size {
 			return fmt.Errorf("grew from %d to %d bytes", size, n)
 		}

@@ -228,24 +228,6 @@ func (e *swEnv) checkBatch(name string, batch int) error {
 	return nil
 }
 
-// holds checks that check stays nil for d, failing t with what and the
-// first violation.
-func holds(t testing.TB, d time.Duration, what string, check func() error) {
-	t.Helper()
-	var broken error
-	_ = testutil.Poll(d, func() error {
-		if broken = check(); broken != nil {
-			return nil // stop polling: the condition broke
-		}
-		return errStillHolds
-	})
-	if broken != nil {
-		t.Fatalf("%s: broke within %s: %v", what, d, broken)
-	}
-}
-
-var errStillHolds = errors.New("still holds")
-
 func (e *swEnv) taskError(name, code string) bool {
 	for _, te := range e.sw.Status().Errors {
 		if te.Task == name && te.Code == code {
@@ -374,7 +356,7 @@ func TestSourceWorkerSurvivesEtcdRestart(t *testing.T) {
 	e.waitStage("r2", stage.Running, 2*time.Second)
 
 	e.etcd.Stop()
-	holds(t, 2*time.Second, "subtasks keep running while etcd is down", func() error {
+	testutil.Consistently(t, 2*time.Second, "subtasks keep running while etcd is down", func() error {
 		for _, n := range []string{"r1", "r2"} {
 			if !e.settled(n, stage.Running) {
 				return fmt.Errorf("%s reported %s", n, e.stageOf(n))

@@ -1,5 +1,6 @@
 // Package testutil holds what the tests of every package share: waiting
-// for a condition with one poll interval, and finding a free loopback port.
+// for a condition with one poll interval (or checking that one keeps
+// holding), and finding a free loopback port.
 // Tests import it instead of writing their own loops, so that a timeout
 // always reports the state at the deadline.
 package testutil
@@ -36,6 +37,24 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 var errNotYet = fmt.Errorf("condition still false")
+
+// Consistently calls check every PollInterval for d, failing t at the
+// first error: a condition that must keep holding (a paused relay that
+// must not grow, subtasks that must keep running while etcd is down).
+func Consistently(t testing.TB, d time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if err := check(); err != nil {
+			t.Fatalf("%s: broke within %s: %v", what, d, err)
+			return
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(PollInterval)
+	}
+}
 
 // Poll calls check every PollInterval until it returns nil (then nil) or d
 // has passed (then the last error). It is Eventually for code that must

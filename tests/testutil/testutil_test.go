@@ -2,8 +2,10 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,4 +40,33 @@ func TestFreePortIsBindable(t *testing.T) {
 		t.Fatalf("port %d from FreePort cannot be bound: %v", port, err)
 	}
 	l.Close()
+}
+
+// recorder is a testing.TB that records Fatalf instead of stopping the test.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
+
+func TestConsistentlyFailsAtTheFirstBreak(t *testing.T) {
+	r := &recorder{TB: t}
+	n := 0
+	Consistently(r, time.Second, "stays below 3", func() error {
+		if n++; n >= 3 {
+			return errors.New("reached " + strconv.Itoa(n))
+		}
+		return nil
+	})
+	if r.failed == "" || n != 3 || !strings.Contains(r.failed, "reached 3") {
+		t.Fatalf("after %d checks failure %q; want a failure at the third check naming its error", n, r.failed)
+	}
+	r = &recorder{TB: t}
+	Consistently(r, 30*time.Millisecond, "always holds", func() error { return nil })
+	if r.failed != "" {
+		t.Fatalf("a condition that held failed: %s", r.failed)
+	}
 }
