@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // Issue 6's acceptance: replication by the real binaries into a real
@@ -105,17 +107,18 @@ func TestSyncTargetRestart(t *testing.T) {
 	t.Logf("target down: subtask %v", failed)
 	// Keep the target down across several auto-resume attempts (backoff
 	// 200ms..1s); none may turn the error into a non-resumable one.
-	down := time.Now().Add(2 * time.Second)
-	for time.Now().Before(down) {
-		if d, err := r.subtask(); err == nil {
-			for _, e := range d.Errors {
-				if !e.Resumable {
-					t.Fatalf("while the target is down the subtask reports a non-resumable error, which the checker never resumes: %v", d)
-				}
+	testutil.Consistently(t, 2*time.Second, "while the target is down the subtask reports only resumable errors (the checker never resumes others)", func() error {
+		d, err := r.subtask()
+		if err != nil {
+			return nil // the worker is busy; only an error it reports counts
+		}
+		for _, e := range d.Errors {
+			if !e.Resumable {
+				return fmt.Errorf("non-resumable error in subtask %v", d)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	r.tgt.Restart(t)
 	r.waitSubtask(30*time.Second, "the subtask is auto-resumed (Running in Sync without errors)", subtaskDoc.syncing)
@@ -151,16 +154,17 @@ func TestSyncPauseResumeViaDmctl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	testutil.Consistently(t, time.Second, "the target stays unchanged after dmctl task pause", func() error {
 		now, err := checksums(r.tgtDB)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if !equalMaps(now, frozen) {
-			t.Fatalf("the target still changes %s after dmctl task pause: checksums %v, then %v",
+			return fmt.Errorf("still changes %s after the pause: checksums %v, then %v",
 				time.Since(paused).Round(time.Millisecond), frozen, now)
 		}
-	}
+		return nil
+	})
 	srcAfter, err := checksums(r.srcDB)
 	if err != nil {
 		t.Fatal(err)

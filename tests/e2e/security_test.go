@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -179,6 +180,23 @@ func TestWorkerHTTPSAndDirModes(t *testing.T) {
 	c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(
 		"source-id: %s\nflavor: mariadb\nfrom: {host: 127.0.0.1, port: %d, user: root, password: \"\"}\n", replSource, testutil.MustFreePort(t))), "--worker", "w1")
 	c.waitWorkerAlive("w1")
+	// The purge below must reach a worker that took the binding, or it
+	// answers not-bound instead of the relay-not-enabled looked for.
+	testutil.Eventually(t, 10*time.Second, "w1 reports source "+replSource+" over HTTPS", func() error {
+		resp, err := client(true).Get("https://" + addr + "/api/v1/status")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var st workerStatus
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return fmt.Errorf("GET /api/v1/status: %s: %w", resp.Status, err)
+		}
+		if st.Source != replSource {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
 	tlsFlags := []string{"--status-tls-ca", certs.CA, "--status-tls-cert", certs.ClientCert, "--status-tls-key", certs.ClientKey}
 	r := c.run(append(tlsFlags, "relay", "purge", replSource, "--inactive")...)
 	if r.code != 1 || !strings.Contains(r.stderr, "relay-not-enabled") {

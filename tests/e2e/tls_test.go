@@ -136,16 +136,15 @@ func (r *replication) waitPausedByTLS(code string, wants []string, stable time.D
 			t.Errorf("error message does not name %q: %s", want, e.Message)
 		}
 	}
-	until := time.Now().Add(stable)
-	for time.Now().Before(until) {
+	testutil.Consistently(t, stable, "the subtask stays paused with the TLS error", func() error {
 		d, err := r.subtask()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if d.Stage != "Paused" || len(d.Errors) == 0 || d.Errors[0].Message != e.Message {
-			t.Fatalf("the subtask did not stay paused with the TLS error: %v", d)
+			return fmt.Errorf("subtask %v", d)
 		}
-		time.Sleep(250 * time.Millisecond) // polling interval of a stability check, not synchronisation
-	}
+		return nil
+	})
 	t.Logf("status error: %s: %s", e.Code, e.Message)
 }
