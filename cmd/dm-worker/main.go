@@ -82,23 +82,8 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 
 	// Local files first: a key file others can read, or a bad certificate,
 	// stops the worker before it touches the network.
-	var key *secret.Key
-	if cfg.SecretKeyPath != "" {
-		k, err := secret.LoadKeyFile(cfg.SecretKeyPath)
-		if err != nil {
-			return fmt.Errorf("--secret-key-path: %w", err)
-		}
-		key = k
-	}
-	var tlsCfg *tls.Config
-	if cfg.StatusTLSCert != "" {
-		c, err := worker.StatusTLSConfig(cfg.StatusTLSCert, cfg.StatusTLSKey, cfg.StatusTLSClientCA)
-		if err != nil {
-			return err
-		}
-		tlsCfg = c
-	}
-	if err := makeDataDirs(cfg, logger); err != nil {
+	key, tlsCfg, err := loadLocalFiles(cfg, logger)
+	if err != nil {
 		return err
 	}
 
@@ -126,30 +111,71 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	}
 	defer cli.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := worker.NewMetrics()
-	if err := metrics.Register(reg); err != nil {
-		return fmt.Errorf("register metrics: %w", err)
+	m, err := newMetrics()
+	if err != nil {
+		return err
 	}
-	syncMetrics := syncer.NewMetrics()
-	if err := syncMetrics.Register(reg); err != nil {
-		return fmt.Errorf("register sync metrics: %w", err)
-	}
-	relayMetrics := relay.NewMetrics()
-	if err := relayMetrics.Register(reg); err != nil {
-		return fmt.Errorf("register relay metrics: %w", err)
-	}
-
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		NewFactory:   worker.NewUnitFactory(syncMetrics),
-		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: relayMetrics}),
+		NewFactory:   worker.NewUnitFactory(m.sync),
+		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
 		SecretKey:    key,
-		Metrics:      metrics, Logger: logger,
+		Metrics:      m.worker, Logger: logger,
 	})
+	return runServers(ctx, cfg, srv, m.reg, ln, tlsCfg, logger)
+}
 
+// loadLocalFiles reads the secret key and the status TLS certificate and
+// creates the data directories.
+func loadLocalFiles(cfg *config.WorkerConfig, logger *zap.Logger) (*secret.Key, *tls.Config, error) {
+	var key *secret.Key
+	if cfg.SecretKeyPath != "" {
+		k, err := secret.LoadKeyFile(cfg.SecretKeyPath)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--secret-key-path: %w", err)
+		}
+		key = k
+	}
+	var tlsCfg *tls.Config
+	if cfg.StatusTLSCert != "" {
+		c, err := worker.StatusTLSConfig(cfg.StatusTLSCert, cfg.StatusTLSKey, cfg.StatusTLSClientCA)
+		if err != nil {
+			return nil, nil, err
+		}
+		tlsCfg = c
+	}
+	return key, tlsCfg, makeDataDirs(cfg, logger)
+}
+
+// processMetrics are the registry of GET /metrics and the metrics of the
+// worker, the sync unit and the relay registered in it.
+type processMetrics struct {
+	reg    *prometheus.Registry
+	worker *worker.Metrics
+	sync   *syncer.Metrics
+	relay  *relay.Metrics
+}
+
+func newMetrics() (processMetrics, error) {
+	m := processMetrics{reg: prometheus.NewRegistry(), worker: worker.NewMetrics(), sync: syncer.NewMetrics(), relay: relay.NewMetrics()}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := m.worker.Register(m.reg); err != nil {
+		return m, fmt.Errorf("register metrics: %w", err)
+	}
+	if err := m.sync.Register(m.reg); err != nil {
+		return m, fmt.Errorf("register sync metrics: %w", err)
+	}
+	if err := m.relay.Register(m.reg); err != nil {
+		return m, fmt.Errorf("register relay metrics: %w", err)
+	}
+	return m, nil
+}
+
+// runServers serves the HTTP API on ln and runs srv until ctx is cancelled
+// or either fails, then shuts the HTTP server down.
+func runServers(ctx context.Context, cfg *config.WorkerConfig, srv *worker.Server, reg *prometheus.Registry,
+	ln net.Listener, tlsCfg *tls.Config, logger *zap.Logger) error {
 	httpSrv := &http.Server{
 		Handler:           worker.Logged(worker.Guard(srv.Handler(reg), logger), logger),
 		ReadHeaderTimeout: 10 * time.Second,

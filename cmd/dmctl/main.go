@@ -163,23 +163,7 @@ func usagef(cmd *command, format string, args ...any) error {
 // command and returns the exit code (0 success, 1 any error).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("dmctl", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&e.opts.endpoints, "etcd-endpoints", config.DefaultEtcdEndpoint, "comma-separated etcd client URLs")
-	fs.StringVar(&e.opts.prefix, "etcd-prefix", config.DefaultEtcdPrefix, "cluster key prefix in etcd")
-	fs.StringVar(&e.opts.caCert, "etcd-cacert", "", "PEM file of the CA that signed etcd's certificate")
-	fs.StringVar(&e.opts.cert, "etcd-cert", "", "PEM client certificate for etcd")
-	fs.StringVar(&e.opts.key, "etcd-key", "", "PEM client key for etcd")
-	fs.StringVar(&e.opts.etcdUser, "etcd-username", "", "etcd user (etcd auth); its role needs readwrite on the etcd-prefix")
-	fs.StringVar(&e.opts.etcdPassword, "etcd-password", "", "password of --etcd-username")
-	fs.StringVar(&e.opts.secretKeyPath, "secret-key-path", "", "AES-256 key file (64 hex characters, mode 0600) for `encrypt` and encrypted passwords")
-	fs.StringVar(&e.opts.statusCA, "status-tls-ca", "", "PEM CA that signed the workers' HTTPS certificates; talk HTTPS to workers")
-	fs.StringVar(&e.opts.statusCert, "status-tls-cert", "", "PEM client certificate for workers started with --status-tls-client-ca (implies HTTPS)")
-	fs.StringVar(&e.opts.statusKey, "status-tls-key", "", "PEM key of --status-tls-cert")
-	fs.StringVar(&e.opts.output, "output", outputText, "output format: text or json")
-	fs.DurationVar(&e.opts.timeout, "timeout", 10*time.Second, "time limit for the whole command")
-	fs.BoolVar(&e.opts.version, "version", false, "print the version and exit")
-
+	fs := globalFlags(&e.opts)
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		printUsage(stdout, fs)
@@ -219,9 +203,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 
+	return e.runCommand(ctx, cmd, cmdArgs)
+}
+
+// globalFlags is the flag set of dmctl's global options, stored into o.
+func globalFlags(o *globalOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("dmctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.endpoints, "etcd-endpoints", config.DefaultEtcdEndpoint, "comma-separated etcd client URLs")
+	fs.StringVar(&o.prefix, "etcd-prefix", config.DefaultEtcdPrefix, "cluster key prefix in etcd")
+	fs.StringVar(&o.caCert, "etcd-cacert", "", "PEM file of the CA that signed etcd's certificate")
+	fs.StringVar(&o.cert, "etcd-cert", "", "PEM client certificate for etcd")
+	fs.StringVar(&o.key, "etcd-key", "", "PEM client key for etcd")
+	fs.StringVar(&o.etcdUser, "etcd-username", "", "etcd user (etcd auth); its role needs readwrite on the etcd-prefix")
+	fs.StringVar(&o.etcdPassword, "etcd-password", "", "password of --etcd-username")
+	fs.StringVar(&o.secretKeyPath, "secret-key-path", "", "AES-256 key file (64 hex characters, mode 0600) for `encrypt` and encrypted passwords")
+	fs.StringVar(&o.statusCA, "status-tls-ca", "", "PEM CA that signed the workers' HTTPS certificates; talk HTTPS to workers")
+	fs.StringVar(&o.statusCert, "status-tls-cert", "", "PEM client certificate for workers started with --status-tls-client-ca (implies HTTPS)")
+	fs.StringVar(&o.statusKey, "status-tls-key", "", "PEM key of --status-tls-cert")
+	fs.StringVar(&o.output, "output", outputText, "output format: text or json")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "time limit for the whole command")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// runCommand runs one command within --timeout, closes the etcd connection
+// and reports the outcome: usage on a usage error, the error with a hint
+// on a timeout. It returns the exit code.
+func (e *env) runCommand(ctx context.Context, cmd *command, cmdArgs []string) int {
+	stdout, stderr := e.stdout, e.stderr
 	ctx, cancel := context.WithTimeout(ctx, e.opts.timeout)
 	defer cancel()
-	err = cmd.run(ctx, e, cmd, cmdArgs)
+	err := cmd.run(ctx, e, cmd, cmdArgs)
 	connected := e.cli != nil
 	if cerr := e.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("close etcd connection: %w", cerr)
