@@ -125,11 +125,16 @@ func (s SinkConfig) clone() SinkConfig {
 	}
 	if s.Webhook != nil {
 		w := *s.Webhook
+		w.Headers = maps.Clone(w.Headers)
 		s.Webhook = &w
 	}
-	if s.NATS != nil {
-		n := *s.NATS
-		s.NATS = &n
+	s.NATS = clonePtr(s.NATS)
+	if s.Kafka != nil {
+		k := *s.Kafka
+		k.Brokers = slices.Clone(k.Brokers)
+		k.SASL = clonePtr(k.SASL)
+		k.TLS = k.TLS.clone()
+		s.Kafka = &k
 	}
 	return s
 }

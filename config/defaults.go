@@ -44,6 +44,9 @@ const (
 	MinBinlogPos                   = 4 // the first event after the binlog file header
 	DefaultFileRotateSize          = ByteSize(64 << 20)
 	DefaultWebhookTimeout          = 10 * time.Second
+	DefaultWebhookBatch            = 500
+	DefaultStreamFormat            = FormatDebezium
+	DefaultKafkaPartitionBy        = KafkaPartitionByKey
 	DefaultEtcdEndpoint            = "http://127.0.0.1:2379"
 	DefaultEtcdPrefix              = "/dm"
 	DefaultStatusAddr              = "127.0.0.1:8262"
@@ -288,17 +291,43 @@ func NewStreamConfig() *StreamConfig {
 	return c
 }
 
-// Adjust fills zero-valued fields with defaults (start binlog-pos, file sink
-// rotate-size, webhook timeout) and lowercases the sink type.
+// Adjust fills zero-valued fields with defaults (start binlog-pos, format,
+// file sink rotate-size, webhook timeout and batch, kafka partition-by) and
+// lowercases the format, the sink type, kafka's partition-by and SASL
+// mechanism.
 func (c *StreamConfig) Adjust() {
 	c.BAList.adjust()
 	c.Start.adjust()
+	c.EventFormat = strings.ToLower(c.EventFormat)
+	if c.EventFormat == "" {
+		c.EventFormat = DefaultStreamFormat
+	}
 	c.Sink.Type = strings.ToLower(c.Sink.Type)
 	if f := c.Sink.File; f != nil && f.RotateSize == 0 {
 		f.RotateSize = DefaultFileRotateSize
 	}
-	if w := c.Sink.Webhook; w != nil && w.Timeout.Duration == 0 {
-		w.Timeout.Duration = DefaultWebhookTimeout
+	if w := c.Sink.Webhook; w != nil {
+		if w.Timeout.Duration == 0 {
+			w.Timeout.Duration = DefaultWebhookTimeout
+		}
+		if w.Batch == 0 {
+			w.Batch = DefaultWebhookBatch
+		}
+		if len(w.Headers) == 0 {
+			w.Headers = nil
+		}
+	}
+	if k := c.Sink.Kafka; k != nil {
+		k.PartitionBy = strings.ToLower(k.PartitionBy)
+		if k.PartitionBy == "" {
+			k.PartitionBy = DefaultKafkaPartitionBy
+		}
+		if len(k.Brokers) == 0 {
+			k.Brokers = nil
+		}
+		if k.SASL != nil {
+			k.SASL.Mechanism = strings.ToLower(k.SASL.Mechanism)
+		}
 	}
 }
 

@@ -62,16 +62,29 @@ func (c *TaskConfig) Redacted() *TaskConfig {
 	return r
 }
 
-// Redacted returns a deep copy with passwords in the sink URLs masked.
+// Redacted returns a deep copy with the sink's secrets masked: passwords in
+// the sink URLs, webhook header values, the Kafka SASL password.
 func (c *StreamConfig) Redacted() *StreamConfig {
 	r := c.Clone()
-	if r.Sink.Webhook != nil {
-		r.Sink.Webhook.URL = redactURL(r.Sink.Webhook.URL)
-	}
-	if r.Sink.NATS != nil {
-		r.Sink.NATS.URL = redactURL(r.Sink.NATS.URL)
-	}
+	r.Sink = r.Sink.redacted()
 	return r
+}
+
+// redacted masks the secrets of s in place (s must be a clone).
+func (s SinkConfig) redacted() SinkConfig {
+	if s.Webhook != nil {
+		s.Webhook.URL = redactURL(s.Webhook.URL)
+		for k := range s.Webhook.Headers {
+			s.Webhook.Headers[k] = Mask
+		}
+	}
+	if s.NATS != nil {
+		s.NATS.URL = redactURL(s.NATS.URL)
+	}
+	if s.Kafka != nil && s.Kafka.SASL != nil && s.Kafka.SASL.Password != "" {
+		s.Kafka.SASL.Password = Mask
+	}
+	return s
 }
 
 // Method-less copies of the types that hold secrets: printing them uses the
@@ -212,26 +225,43 @@ type sinkConfigView struct {
 	File    any
 	Webhook any
 	NATS    any
+	Kafka   any
 }
 
-// Format prints the sink for every fmt verb, sub-configs by value and URL
-// passwords masked.
+// Format prints the sink for every fmt verb, sub-configs by value and
+// secrets masked.
 func (s SinkConfig) Format(f fmt.State, verb rune) {
-	r := s.clone()
+	r := s.clone().redacted()
 	v := sinkConfigView{Type: r.Type}
 	if r.File != nil {
 		v.File = *r.File
 	}
 	if r.Webhook != nil {
-		r.Webhook.URL = redactURL(r.Webhook.URL)
 		v.Webhook = *r.Webhook
 	}
 	if r.NATS != nil {
-		r.NATS.URL = redactURL(r.NATS.URL)
 		v.NATS = *r.NATS
+	}
+	if r.Kafka != nil {
+		k := *r.Kafka
+		v.Kafka = struct {
+			Brokers     []string
+			Topic       string
+			PartitionBy string
+			SASL        any
+			TLS         any
+		}{k.Brokers, k.Topic, k.PartitionBy, derefOrNil(k.SASL), derefOrNil(k.TLS)}
 	}
 	formatPlain(f, verb, "config.SinkConfig", v)
 }
 
-// String shows the sink with URL passwords masked.
+// derefOrNil is *p, or nil for a nil pointer (so that a view prints values).
+func derefOrNil[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// String shows the sink with secrets masked.
 func (s SinkConfig) String() string { return fmt.Sprintf("%+v", s) }
