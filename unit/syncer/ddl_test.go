@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
 func TestTranslateDDL(t *testing.T) {
@@ -15,7 +16,7 @@ func TestTranslateDDL(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newDDLTranslator(
-		newTableFilter(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
+		filter.NewTables(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
 		events,
 		newRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
 	)

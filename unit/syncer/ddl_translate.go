@@ -8,6 +8,8 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+
+	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
 // ddlTranslator turns the text of a query event into the statements to run
@@ -16,13 +18,13 @@ import (
 // rewrites; it runs nothing.
 type ddlTranslator struct {
 	parser *parser.Parser
-	filter *tableFilter
+	filter *filter.Tables
 	events *eventFilter
 	router *router
 }
 
-func newDDLTranslator(filter *tableFilter, events *eventFilter, router *router) *ddlTranslator {
-	return &ddlTranslator{parser: parser.New(), filter: filter, events: events, router: router}
+func newDDLTranslator(tables *filter.Tables, events *eventFilter, router *router) *ddlTranslator {
+	return &ddlTranslator{parser: parser.New(), filter: tables, events: events, router: router}
 }
 
 // translate parses a query event and returns the statements to run on the
@@ -167,7 +169,7 @@ func qualify(t *ast.TableName, schema string) tableName {
 // makes it an error).
 func (x *ddlTranslator) kept(schema, query string, t *ast.TableName, event string) (bool, error) {
 	n := qualify(t, schema)
-	if !x.filter.tableAllowed(n.Schema, n.Table) {
+	if !x.filter.TableAllowed(n.Schema, n.Table) {
 		return false, nil
 	}
 	skip, err := x.events.skip(n.Schema, n.Table, event, query)
@@ -178,7 +180,7 @@ func (x *ddlTranslator) kept(schema, query string, t *ast.TableName, event strin
 // for a database the block-allow list or a filter rule leaves out, else the
 // statement with the database name routed.
 func (x *ddlTranslator) translateDatabaseDDL(node ast.StmtNode, query string, st ddlStmt) (targetDDL, bool, error) {
-	if !x.filter.schemaAllowed(st.dbName) {
+	if !x.filter.SchemaAllowed(st.dbName) {
 		return targetDDL{}, false, nil
 	}
 	if skip, err := x.events.skip(st.dbName, "", st.event, query); skip || err != nil {

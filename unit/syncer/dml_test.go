@@ -170,13 +170,3 @@ func TestCausalityKeys(t *testing.T) {
 		t.Fatalf("keys of a table without key: %v and %v, want one shared key", a, b)
 	}
 }
-
-func TestGenerateServerID(t *testing.T) {
-	a, b := generateServerID("task", "src"), generateServerID("task", "src2")
-	if a == b || a < serverIDBase || b < serverIDBase || a >= 2*serverIDBase {
-		t.Fatalf("server ids %d, %d", a, b)
-	}
-	if a != generateServerID("task", "src") {
-		t.Fatal("server id is not stable")
-	}
-}

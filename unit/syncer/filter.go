@@ -3,121 +3,11 @@ package syncer
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/filter"
 )
-
-// systemSchemas are never replicated, whatever the block-allow list says.
-var systemSchemas = map[string]bool{
-	"mysql": true, "information_schema": true, "performance_schema": true, "sys": true,
-}
-
-// tableFilter applies a block-allow list (DM semantics): do-dbs and the
-// schemas of do-tables allow schemas, ignore-dbs removes them; within a
-// schema named by a do-tables entry only the listed tables are allowed;
-// ignore-tables removes tables. An empty list allows every non-system table.
-// A name starting with ~ is a regular expression (DM's block-allow list
-// syntax, e.g. "~^test.*"); other names are wildcard patterns.
-type tableFilter struct {
-	m    matcher
-	list config.BAList
-	res  map[string]*regexp.Regexp // the list's ~ patterns, compiled
-}
-
-func newTableFilter(list config.BAList, caseSensitive bool) *tableFilter {
-	f := &tableFilter{m: matcher{caseSensitive: caseSensitive}, list: list, res: map[string]*regexp.Regexp{}}
-	add := func(p string) {
-		expr, ok := strings.CutPrefix(p, "~")
-		if !ok {
-			return
-		}
-		if !caseSensitive {
-			expr = "(?i)" + expr
-		}
-		// Config validation refuses a pattern that does not compile; should
-		// one get here anyway it matches nothing.
-		re, err := regexp.Compile(expr)
-		if err == nil {
-			f.res[p] = re
-		}
-	}
-	for _, p := range list.DoDBs {
-		add(p)
-	}
-	for _, p := range list.IgnoreDBs {
-		add(p)
-	}
-	for _, t := range append(slices.Clone(list.DoTables), list.IgnoreTables...) {
-		add(t.DBName)
-		add(t.TblName)
-	}
-	return f
-}
-
-// match compares a name with one pattern of the list.
-func (f *tableFilter) match(pattern, name string) bool {
-	if strings.HasPrefix(pattern, "~") {
-		re := f.res[pattern]
-		return re != nil && re.MatchString(name)
-	}
-	return f.m.match(pattern, name)
-}
-
-func (f *tableFilter) matchAny(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if f.match(p, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// schemaAllowed reports whether anything in schema may be replicated.
-func (f *tableFilter) schemaAllowed(schema string) bool {
-	if systemSchemas[strings.ToLower(schema)] {
-		return false
-	}
-	if len(f.list.DoDBs) > 0 || len(f.list.DoTables) > 0 {
-		ok := f.matchAny(f.list.DoDBs, schema)
-		for _, t := range f.list.DoTables {
-			if !ok && f.match(t.DBName, schema) {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return !f.matchAny(f.list.IgnoreDBs, schema)
-}
-
-// tableAllowed reports whether schema.table is replicated.
-func (f *tableFilter) tableAllowed(schema, table string) bool {
-	if !f.schemaAllowed(schema) {
-		return false
-	}
-	restricted, listed := false, false
-	for _, t := range f.list.DoTables {
-		if f.match(t.DBName, schema) {
-			restricted = true
-			if f.match(t.TblName, table) {
-				listed = true
-			}
-		}
-	}
-	// A schema allowed by do-dbs as a whole is not narrowed by do-tables.
-	if restricted && !listed && !f.matchAny(f.list.DoDBs, schema) {
-		return false
-	}
-	for _, t := range f.list.IgnoreTables {
-		if f.match(t.DBName, schema) && f.match(t.TblName, table) {
-			return false
-		}
-	}
-	return true
-}
 
 // Event types a filter rule names (DM's binlog event filter, lower case).
 const (
@@ -155,12 +45,12 @@ type eventRule struct {
 // of their tables that they do not match; Error rules make a matching event
 // an error (DM's binlog event filter).
 type eventFilter struct {
-	m     matcher
+	m     filter.Matcher
 	rules []eventRule
 }
 
 func newEventFilter(rules []config.FilterRule, caseSensitive bool) (*eventFilter, error) {
-	f := &eventFilter{m: matcher{caseSensitive: caseSensitive}}
+	f := &eventFilter{m: filter.Matcher{CaseSensitive: caseSensitive}}
 	for i, r := range rules {
 		er := eventRule{name: r.Name, schema: r.SchemaPattern, table: r.TablePattern, events: map[string]bool{},
 			do: strings.EqualFold(r.Action, config.FilterDo), fail: strings.EqualFold(r.Action, config.FilterError)}
@@ -223,10 +113,10 @@ func (e *filterError) Error() string {
 func (f *eventFilter) skip(schema, table, event, sql string) (bool, error) {
 	for i := range f.rules {
 		r := &f.rules[i]
-		if !f.m.match(r.schema, schema) {
+		if !f.m.Match(r.schema, schema) {
 			continue
 		}
-		if r.table != "" && (table == "" || !f.m.match(r.table, table)) {
+		if r.table != "" && (table == "" || !f.m.Match(r.table, table)) {
 			continue
 		}
 		matched := r.matches(event, sql)

@@ -1,6 +1,9 @@
 package syncer
 
-import "github.com/dmworker/dm-worker/config"
+import (
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/filter"
+)
 
 // tableName is a schema-qualified table name.
 type tableName struct {
@@ -17,18 +20,18 @@ func (t tableName) String() string { return quoteName(t.Schema) + "." + quoteNam
 // target-table keeps the table name and renames only the schema, so many
 // source tables merge into one when target-table is set.
 type router struct {
-	m     matcher
+	m     filter.Matcher
 	rules []config.RouteRule
 }
 
 func newRouter(rules []config.RouteRule, caseSensitive bool) *router {
-	return &router{m: matcher{caseSensitive: caseSensitive}, rules: rules}
+	return &router{m: filter.Matcher{CaseSensitive: caseSensitive}, rules: rules}
 }
 
 // route returns the target of schema.table.
 func (r *router) route(schema, table string) tableName {
 	for _, rule := range r.rules {
-		if rule.TablePattern != "" && r.m.match(rule.SchemaPattern, schema) && r.m.match(rule.TablePattern, table) {
+		if rule.TablePattern != "" && r.m.Match(rule.SchemaPattern, schema) && r.m.Match(rule.TablePattern, table) {
 			out := tableName{Schema: rule.TargetSchema, Table: rule.TargetTable}
 			if out.Table == "" {
 				out.Table = table
@@ -43,7 +46,7 @@ func (r *router) route(schema, table string) tableName {
 // DDL): the first schema-level rule's target, else the name itself.
 func (r *router) routeSchema(schema string) string {
 	for _, rule := range r.rules {
-		if rule.TablePattern == "" && r.m.match(rule.SchemaPattern, schema) {
+		if rule.TablePattern == "" && r.m.Match(rule.SchemaPattern, schema) {
 			return rule.TargetSchema
 		}
 	}

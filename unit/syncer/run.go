@@ -2,7 +2,6 @@ package syncer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
@@ -102,8 +102,8 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	s.publishRunStart(disp, start.cp.loc)
 
 	r := s.newReader(disp, start)
-	if _, direct := opener.(*sourceOpener); direct {
-		r.silenceLimit = int(sourceSilenceLimit / idleTick)
+	if _, direct := opener.(*upstream.Opener); direct {
+		r.silenceLimit = int(upstream.SilenceLimit / idleTick)
 	}
 	loopErr := r.loop(runCtx, stream)
 	r.flushPublish()
@@ -182,7 +182,7 @@ func (s *Syncer) streamOpener() binlog.StreamOpener {
 		opener = s.relay()
 	}
 	if opener == nil {
-		opener = newSourceOpener(s.src, s.source, s.flavor, s.serverID)
+		opener = upstream.NewOpener(s.src, s.source, s.flavor, s.serverID)
 	}
 	return opener
 }
@@ -423,13 +423,13 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 			r.txnEnd.Name, r.txnEnd.Pos = r.cur.Name, r.cur.Pos
 		}
 	case *replication.MariadbGTIDEvent:
-		gtid, standalone, err := mariadbGTID(ev)
+		gtid, standalone, err := binlog.MariadbGTID(ev)
 		if err != nil {
-			return err
+			return errs.New(CodeReadBinlog, false, "sync: %w", err)
 		}
 		r.pendingGTID, r.inTxn = gtid, !standalone
 	case *replication.GTIDEvent:
-		r.pendingGTID = mysqlGTID(e)
+		r.pendingGTID = binlog.MySQLGTID(e)
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(e.Query))
 		switch strings.ToUpper(q) {
@@ -475,41 +475,14 @@ func (r *reader) commit() error {
 	return nil
 }
 
-// mariadbGTID reads a MariaDB GTID event's GTID from its raw bytes (see
-// DESIGN.md §8: go-mysql's decoded fields can be wrong for the first event).
-func mariadbGTID(ev *replication.BinlogEvent) (gtid string, standalone bool, err error) {
-	const headerSize = replication.EventHeaderSize
-	raw := ev.RawData
-	if len(raw) < headerSize+13 {
-		return "", false, errs.New(CodeReadBinlog, false, "sync: MariaDB GTID event of %d bytes is too short", len(raw))
-	}
-	body := raw[headerSize:]
-	seq := binary.LittleEndian.Uint64(body[0:8])
-	domain := binary.LittleEndian.Uint32(body[8:12])
-	flags := body[12]
-	return fmt.Sprintf("%d-%d-%d", domain, ev.Header.ServerID, seq), flags&replication.BINLOG_MARIADB_FL_STANDALONE != 0, nil
-}
-
-// mysqlGTID formats a MySQL GTID event as "uuid:gno".
-func mysqlGTID(e *replication.GTIDEvent) string {
-	u := e.SID
-	if len(u) != 16 {
-		return ""
-	}
-	return fmt.Sprintf("%x-%x-%x-%x-%x:%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], e.GNO)
-}
-
 // rowsKind maps a rows event type to a change kind.
 func rowsKind(t replication.EventType) (changeKind, bool) {
-	switch t {
-	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2,
-		replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+	switch k, _ := binlog.RowsEventKind(t); k {
+	case binlog.RowsInsert:
 		return kindInsert, true
-	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2,
-		replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.PARTIAL_UPDATE_ROWS_EVENT:
+	case binlog.RowsUpdate:
 		return kindUpdate, true
-	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2,
-		replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+	case binlog.RowsDelete:
 		return kindDelete, true
 	}
 	return 0, false
@@ -523,7 +496,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	}
 	r.inTxn = true
 	schema, table := string(e.Table.Schema), string(e.Table.Table)
-	if !r.s.filter.tableAllowed(schema, table) {
+	if !r.s.filter.TableAllowed(schema, table) {
 		return nil
 	}
 	if skip, err := r.s.events.skip(schema, table, kind.String(), ""); err != nil {

@@ -14,8 +14,10 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -33,7 +35,7 @@ type Syncer struct {
 	// Set by New and Update, read by runs; the subtask never calls Update
 	// concurrently with Process/Resume.
 	cfg      *config.SubTaskConfig
-	filter   *tableFilter
+	filter   *filter.Tables
 	events   *eventFilter
 	router   *router
 	serverID uint32
@@ -84,7 +86,7 @@ func New(cfg *config.SubTaskConfig, src *config.SourceConfig, relay func() binlo
 	}
 	s.serverID = src.ServerID
 	if s.serverID == 0 {
-		s.serverID = generateServerID(cfg.Name, cfg.SourceID)
+		s.serverID = upstream.ServerID(cfg.Name, cfg.SourceID)
 	}
 	return s, nil
 }
@@ -112,7 +114,7 @@ func (s *Syncer) configure(cfg *config.SubTaskConfig) error {
 		return errs.New(CodeConfig, false, "sync: subtask %q: %w", c.Name, err)
 	}
 	s.cfg = &c
-	s.filter = newTableFilter(c.BAList, caseSensitive)
+	s.filter = filter.NewTables(c.BAList, caseSensitive)
 	s.events = events
 	s.router = newRouter(c.RouteRules, caseSensitive)
 	return nil

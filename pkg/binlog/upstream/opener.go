@@ -1,4 +1,11 @@
-package syncer
+// Package upstream reads a source's binlog straight from the source over a
+// replication connection of its own: the binlog.StreamOpener that the sync
+// unit and stream tasks use when relay does not run for the source, and the
+// replica server id such a connection announces.
+//
+// It owns the replication connection it opens and nothing else: no files,
+// no checkpoints, no SQL connections.
+package upstream
 
 import (
 	"context"
@@ -21,25 +28,28 @@ import (
 // in, far above ids people assign by hand.
 const serverIDBase = 1 << 30
 
-// generateServerID derives a stable replica server id from the task and
-// source names, in [2^30, 2^31).
-func generateServerID(task, source string) uint32 {
+// ServerID derives a stable replica server id from the name of the reader
+// (a task, or "stream/<name>" for a stream task) and the source's name, in
+// [2^30, 2^31).
+func ServerID(name, source string) uint32 {
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(task + "\x00" + source))
+	_, _ = h.Write([]byte(name + "\x00" + source))
 	return serverIDBase + h.Sum32()%serverIDBase
 }
 
-// The source sends a heartbeat every sourceHeartbeat when it has no event;
-// a stream silent for sourceSilenceLimit is taken for dead.
+// The source sends a heartbeat every Heartbeat when it has no event; a
+// stream from the source that is silent for SilenceLimit is taken for dead
+// (readers enforce it: the Opener sets no read deadline).
 const (
-	sourceHeartbeat    = 5 * time.Second
-	sourceSilenceLimit = 3 * sourceHeartbeat
+	Heartbeat    = 5 * time.Second
+	SilenceLimit = 3 * Heartbeat
 )
 
-// sourceOpener reads binlog straight from the source over a replication
+// Opener reads binlog straight from the source over a replication
 // connection of its own; it is the binlog.StreamOpener used when relay does
-// not run for the source.
-type sourceOpener struct {
+// not run for the source. Open and Close may be called from different
+// goroutines.
+type Opener struct {
 	cfg     replication.BinlogSyncerConfig
 	ep      *dbconn.Endpoint
 	useGTID bool
@@ -48,10 +58,14 @@ type sourceOpener struct {
 	syncer *replication.BinlogSyncer // the open stream's; nil when closed
 }
 
-var _ binlog.StreamOpener = (*sourceOpener)(nil)
+var _ binlog.StreamOpener = (*Opener)(nil)
 
-func newSourceOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32) *sourceOpener {
-	return &sourceOpener{
+// NewOpener returns an Opener for the source src, reached through ep (its
+// TLS settings and error descriptions), announcing itself as replica
+// serverID. flavor is the source's (mysql.MariaDBFlavor or
+// mysql.MySQLFlavor); src.From.Password must be resolved already.
+func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32) *Opener {
+	return &Opener{
 		ep:      ep,
 		useGTID: src.EnableGTID,
 		cfg: replication.BinlogSyncerConfig{
@@ -65,11 +79,11 @@ func newSourceOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor strin
 			ParseTime:               false,
 			TimestampStringLocation: time.UTC,
 			UseDecimal:              true,
-			HeartbeatPeriod:         sourceHeartbeat,
+			HeartbeatPeriod:         Heartbeat,
 			// No ReadTimeout: go-mysql would set a read deadline before
 			// every packet. A DeadlineDialer bounds the handshake, the read
 			// loop's silence limit the dump.
-			// A lost connection ends the stream with an error, so the unit
+			// A lost connection ends the stream with an error, so the reader
 			// fails with a resumable error and restarts from its checkpoint.
 			DisableRetrySync: true,
 			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -80,9 +94,9 @@ func newSourceOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor strin
 // Open starts a binlog dump at loc: at loc.GTID when the source uses GTID
 // (enable-gtid) or no file is known, else at loc.Name/loc.Pos. A stream
 // opened before is closed first.
-func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
+func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	o.Close()
-	dl := &binlog.DeadlineDialer{Timeout: sourceSilenceLimit}
+	dl := &binlog.DeadlineDialer{Timeout: SilenceLimit}
 	cfg := o.cfg
 	cfg.Dialer = dl.Dial
 	s := replication.NewBinlogSyncer(cfg)
@@ -101,7 +115,7 @@ func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.St
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("sync: start binlog dump from %s:%d at %s (gtid %q): %w",
+		return nil, fmt.Errorf("start binlog dump from %s:%d at %s (gtid %q): %w",
 			o.cfg.Host, o.cfg.Port, loc, loc.GTID, o.ep.ConnectError(err))
 	}
 	if err := ctx.Err(); err != nil {
@@ -110,7 +124,7 @@ func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.St
 	}
 	if err := dl.Clear(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("sync: binlog dump from %s:%d: %w", o.cfg.Host, o.cfg.Port, err)
+		return nil, fmt.Errorf("binlog dump from %s:%d: %w", o.cfg.Host, o.cfg.Port, err)
 	}
 	o.mu.Lock()
 	o.syncer = s
@@ -119,7 +133,7 @@ func (o *sourceOpener) Open(ctx context.Context, loc binlog.Location) (binlog.St
 }
 
 // Close ends the open stream, if any.
-func (o *sourceOpener) Close() {
+func (o *Opener) Close() {
 	o.mu.Lock()
 	s := o.syncer
 	o.syncer = nil

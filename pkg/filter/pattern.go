@@ -1,31 +1,31 @@
-package syncer
+package filter
 
 import "strings"
 
-// matcher compares names with DM's wildcard patterns: * matches any run of
+// Matcher compares names with DM's wildcard patterns: * matches any run of
 // characters, ? matches one character; everything else is literal. When
-// caseSensitive is false both sides are compared in lower case.
-type matcher struct {
-	caseSensitive bool
+// CaseSensitive is false both sides are compared in lower case.
+type Matcher struct {
+	CaseSensitive bool
 }
 
 // fold returns s as it is compared.
-func (m matcher) fold(s string) string {
-	if m.caseSensitive {
+func (m Matcher) fold(s string) string {
+	if m.CaseSensitive {
 		return s
 	}
 	return strings.ToLower(s)
 }
 
-// match reports whether name matches pattern.
-func (m matcher) match(pattern, name string) bool {
+// Match reports whether name matches pattern.
+func (m Matcher) Match(pattern, name string) bool {
 	return wildcardMatch(m.fold(pattern), m.fold(name))
 }
 
-// matchAny reports whether name matches one of patterns.
-func (m matcher) matchAny(patterns []string, name string) bool {
+// MatchAny reports whether name matches one of patterns.
+func (m Matcher) MatchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
-		if m.match(p, name) {
+		if m.Match(p, name) {
 			return true
 		}
 	}
