@@ -24,10 +24,6 @@ type nameKind struct {
 	// result is the --output json document of a command that wrote the
 	// expected stage want (empty after stop) of name on sources.
 	result func(name string, want stage.Stage, ignoreUntreated bool, sources []string) any
-	// notRun, when set, is why no worker acts on this kind's keys in this
-	// release. Commands then refuse to write the keys (see refuse) and say
-	// so when they list or delete them, instead of claiming an effect.
-	notRun error
 }
 
 // keyKind is one per-source key kind of a named object:
@@ -74,7 +70,6 @@ var (
 		result: func(name string, want stage.Stage, ignoreUntreated bool, sources []string) any {
 			return streamResult{Stream: name, Stage: string(want), IgnoreUntreated: ignoreUntreated, Sources: sources}
 		},
-		notRun: errStreamsNotRun,
 	}
 )
 
@@ -158,10 +153,6 @@ func (k *nameKind) setStage(sk keyKind, want stage.Stage) func(context.Context, 
 		if err != nil {
 			return err
 		}
-		if k.notRun != nil {
-			return k.refuse(name, "a new expected stage would change nothing",
-				fmt.Sprintf("`dmctl %s stop %s` deletes the keys", k.name, name))
-		}
 		stg := ha.Stage{Expect: want, Task: name, IgnoreUntreated: ignore != nil && *ignore}
 		for _, s := range sources {
 			stg.Source = s
@@ -169,8 +160,12 @@ func (k *nameKind) setStage(sk keyKind, want stage.Stage) func(context.Context, 
 				return err
 			}
 		}
-		return e.emitf(k.result(name, want, stg.IgnoreUntreated, sources), "%s%s %s: expected stage %s on source(s) %s\n",
-			sk.subject, k.name, name, want, strings.Join(sources, ", "))
+		skip := ""
+		if stg.IgnoreUntreated {
+			skip = " (ignore-untreated: the worker resumes from the source's current binlog position; changes since the checkpoint are skipped)"
+		}
+		return e.emitf(k.result(name, want, stg.IgnoreUntreated, sources), "%s%s %s: expected stage %s on source(s) %s%s\n",
+			sk.subject, k.name, name, want, strings.Join(sources, ", "), skip)
 	}
 }
 
@@ -199,27 +194,8 @@ func (k *nameKind) stop(ctx context.Context, e *env, cmd *command, args []string
 			return err
 		}
 	}
-	if k.notRun != nil {
-		e.warnNotRun(k, fmt.Sprintf("no worker ran %s %s; only its keys were deleted", k.name, name))
-		return e.emitf(k.result(name, "", false, sources), "%s %s: keys deleted on source(s) %s\n",
-			k.name, name, strings.Join(sources, ", "))
-	}
 	return e.emitf(k.result(name, "", false, sources), "%s %s stopped and deleted on source(s) %s\n",
 		k.name, name, strings.Join(sources, ", "))
-}
-
-// refuse is the error of a command that would write keys of name while no
-// worker acts on them (k.notRun is set): it names name, says what writing
-// would not do (effect) and that nothing was written, and ends with what
-// the user can do instead (todo).
-func (k *nameKind) refuse(name, effect, todo string) error {
-	return fmt.Errorf("%s %q: %w, so %s; nothing was written to etcd. %s", k.name, name, k.notRun, effect, todo)
-}
-
-// warnNotRun prints a one-line warning that no worker acts on k's keys
-// (k.notRun), followed by what that means for the command's result.
-func (e *env) warnNotRun(k *nameKind, meaning string) {
-	fmt.Fprintf(e.stderr, "warning: %v; %s\n", k.notRun, meaning)
 }
 
 // del deletes the key of kind kk of name on source.

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dmworker/dm-worker/ha"
 )
 
 // workerStatus is the part of a worker's status document (DESIGN.md §6,
@@ -21,7 +23,10 @@ type workerStatus struct {
 	Worker   string            `json:"worker"`
 	Source   string            `json:"source"`
 	SubTasks []json.RawMessage `json:"subtasks"`
-	Errors   []json.RawMessage `json:"errors"`
+	// Streams is nil when the status has no "streams" (a release without
+	// stream tasks).
+	Streams []json.RawMessage `json:"streams"`
+	Errors  []json.RawMessage `json:"errors"`
 }
 
 // subTaskStatus is the part of a subtask object the text output shows.
@@ -76,49 +81,25 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 	if err != nil {
 		return err
 	}
-	c, err := readCluster(ctx, st)
+	snap, err := readStatusSnapshot(ctx, st)
 	if err != nil {
 		return err
 	}
-	raw, _, err := st.GetStatuses(ctx)
-	if err != nil {
-		return fmt.Errorf("read worker statuses: %w", err)
-	}
-	statuses := make(map[string]*workerStatus, len(raw))
-	bad := make(map[string]error)
-	for w, v := range raw {
-		var ws workerStatus
-		if err := json.Unmarshal(v, &ws); err != nil {
-			bad[w] = err
-			continue
-		}
-		statuses[w] = &ws
-	}
-
 	doc := taskStatusJSON{Task: task, Sources: make([]sourceTaskStatus, 0, len(sources))}
 	for _, s := range sources {
 		item, _, err := st.GetSubTask(ctx, s, task)
 		if err != nil {
 			return fmt.Errorf("read task %s of source %s: %w", task, s, err)
 		}
-		sts := sourceTaskStatus{Source: s, Errors: []json.RawMessage{}}
+		sts := sourceTaskStatus{Source: s}
 		if item != nil && item.Stage != nil {
 			sts.Expect = string(item.Stage.Expect)
 		}
-		sts.Worker = statusWorker(c.boundWorkers(s), s, statuses)
-		if live, err := e.liveStatus(ctx, c.infos[sts.Worker].Addr); err == nil {
-			statuses[sts.Worker] = live
-			delete(bad, sts.Worker)
+		var ws *workerStatus
+		if sts.Worker, ws, sts.Errors, err = snap.forSource(ctx, e, s, task); err != nil {
+			return err
 		}
-		if err := bad[sts.Worker]; err != nil {
-			entry, merr := json.Marshal(statusError{Task: task, Code: statusUnreadable,
-				Message: fmt.Sprintf("status of worker %s is not valid JSON: %v", sts.Worker, err)})
-			if merr != nil {
-				return fmt.Errorf("encode status error: %w", merr)
-			}
-			sts.Errors = append(sts.Errors, entry)
-		}
-		if ws := statuses[sts.Worker]; ws != nil {
+		if ws != nil {
 			if err := pickTask(ws, task, &sts); err != nil {
 				return fmt.Errorf("status of worker %s: %w", sts.Worker, err)
 			}
@@ -126,6 +107,60 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 		doc.Sources = append(doc.Sources, sts)
 	}
 	return e.emit(doc, func(out io.Writer) error { return printTaskStatus(out, &doc) })
+}
+
+// statusSnapshot is one read of the cluster and of every worker's
+// published status (P/status/{worker}), from which "task status" and
+// "stream status" pick what they show for each source.
+type statusSnapshot struct {
+	c        *cluster
+	statuses map[string]*workerStatus // decoded statuses, by worker
+	bad      map[string]error         // why a worker's status does not decode, by worker
+}
+
+// readStatusSnapshot reads the cluster and every worker's status.
+func readStatusSnapshot(ctx context.Context, st *ha.Store) (*statusSnapshot, error) {
+	c, err := readCluster(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	raw, _, err := st.GetStatuses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read worker statuses: %w", err)
+	}
+	snap := &statusSnapshot{c: c, statuses: make(map[string]*workerStatus, len(raw)), bad: make(map[string]error)}
+	for w, v := range raw {
+		var ws workerStatus
+		if err := json.Unmarshal(v, &ws); err != nil {
+			snap.bad[w] = err
+			continue
+		}
+		snap.statuses[w] = &ws
+	}
+	return snap, nil
+}
+
+// forSource returns the worker whose status describes source ("" when
+// none) and that status (nil when there is none), preferring the fresher
+// one the worker serves over HTTP. errs holds a statusUnreadable entry
+// naming name when the worker's published status does not decode; it is
+// never nil.
+func (s *statusSnapshot) forSource(ctx context.Context, e *env, source, name string) (worker string, ws *workerStatus, errs []json.RawMessage, err error) {
+	errs = []json.RawMessage{}
+	worker = statusWorker(s.c.boundWorkers(source), source, s.statuses)
+	if live, err := e.liveStatus(ctx, s.c.infos[worker].Addr); err == nil {
+		s.statuses[worker] = live
+		delete(s.bad, worker)
+	}
+	if bad := s.bad[worker]; bad != nil {
+		entry, err := json.Marshal(statusError{Task: name, Code: statusUnreadable,
+			Message: fmt.Sprintf("status of worker %s is not valid JSON: %v", worker, bad)})
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("encode status error: %w", err)
+		}
+		errs = append(errs, entry)
+	}
+	return worker, s.statuses[worker], errs, nil
 }
 
 // liveStatus asks a worker for its status over HTTP (GET /api/v1/status),
@@ -175,28 +210,49 @@ func statusWorker(bound []string, source string, statuses map[string]*workerStat
 // pickTask copies task's subtask object and top-level errors from ws into
 // sts.
 func pickTask(ws *workerStatus, task string, sts *sourceTaskStatus) error {
-	for _, raw := range ws.SubTasks {
-		var s struct {
+	sub, err := findNamed(ws.SubTasks, task)
+	if err != nil {
+		return fmt.Errorf("decode subtask entry: %w", err)
+	}
+	sts.Subtask = sub
+	errs, err := namedErrors(ws, task)
+	if err != nil {
+		return err
+	}
+	sts.Errors = append(sts.Errors, errs...)
+	return nil
+}
+
+// findNamed returns the object of list whose "name" is name, or nil.
+func findNamed(list []json.RawMessage, name string) (json.RawMessage, error) {
+	for _, raw := range list {
+		var o struct {
 			Name string `json:"name"`
 		}
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return fmt.Errorf("decode subtask entry: %w", err)
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return nil, err
 		}
-		if s.Name == task {
-			sts.Subtask = raw
-			break
+		if o.Name == name {
+			return raw, nil
 		}
 	}
+	return nil, nil
+}
+
+// namedErrors returns the top-level error entries of ws about the task or
+// stream name.
+func namedErrors(ws *workerStatus, name string) ([]json.RawMessage, error) {
+	var out []json.RawMessage
 	for _, raw := range ws.Errors {
 		var e statusError
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return fmt.Errorf("decode error entry: %w", err)
+			return nil, fmt.Errorf("decode error entry: %w", err)
 		}
-		if e.Task == task {
-			sts.Errors = append(sts.Errors, raw)
+		if e.Task == name {
+			out = append(out, raw)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // printTaskStatus writes the text form of a task status.
@@ -223,23 +279,38 @@ func printTaskStatus(w io.Writer, doc *taskStatusJSON) error {
 			}
 			errs = append(errs, sub.Errors...)
 		}
-		for _, raw := range s.Errors {
-			var e statusError
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return fmt.Errorf("decode error entry of source %s: %w", s.Source, err)
-			}
-			errs = append(errs, e)
+		top, err := decodeErrors(s.Errors)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", s.Source, err)
 		}
-		for _, e := range errs {
-			resumable := ""
-			if e.Resumable {
-				resumable = " (resumable)"
-			}
-			fmt.Fprintf(&b, "  error [%s] %s%s\n", e.Code, e.Message, resumable)
-		}
+		writeErrors(&b, append(errs, top...))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// decodeErrors decodes error entries of a status document.
+func decodeErrors(raw []json.RawMessage) ([]statusError, error) {
+	out := make([]statusError, 0, len(raw))
+	for _, r := range raw {
+		var e statusError
+		if err := json.Unmarshal(r, &e); err != nil {
+			return nil, fmt.Errorf("decode error entry: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// writeErrors writes one indented line per error entry.
+func writeErrors(b *strings.Builder, errs []statusError) {
+	for _, e := range errs {
+		resumable := ""
+		if e.Resumable {
+			resumable = " (resumable)"
+		}
+		fmt.Fprintf(b, "  error [%s] %s%s\n", e.Code, e.Message, resumable)
+	}
 }
 
 // compactJSON returns raw on one line.

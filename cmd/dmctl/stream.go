@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -15,34 +14,34 @@ func streamCommands() []command {
 	return []command{{
 		name:  "stream create",
 		args:  "FILE",
-		short: "check a stream task file; refused, writing nothing, until workers run stream tasks",
+		short: "create a stream task from a config file; the bound worker deploys and runs it",
 		run:   streamCreate,
 	}, {
 		name:  "stream pause",
 		args:  "STREAM",
-		short: "pause a stream task; refused, writing nothing, until workers run stream tasks",
+		short: "pause a stream task (its checkpoint is kept)",
 		run:   streams.setStage(streamStage, stage.Paused),
 	}, {
 		name:  "stream resume",
 		args:  "STREAM [--ignore-untreated]",
-		short: "resume a stream task (from its checkpoint, or from the current position with --ignore-untreated); refused, writing nothing, until workers run stream tasks",
+		short: "resume a stream task (from its checkpoint, or from the current position with --ignore-untreated)",
 		run:   streams.setStage(streamStage, stage.Running),
 	}, {
 		name:  "stream stop",
 		args:  "STREAM",
-		short: "delete a stream task's keys (stage, then config); no worker runs stream tasks yet",
+		short: "stop and delete a stream task (stage, then config)",
 		run:   streams.stop,
 	}, {
+		name:  "stream status",
+		args:  "STREAM",
+		short: "show each source's expected stage and worker's stage, state, checkpoint, lag, fill-history and errors of a stream task",
+		run:   streamStatus,
+	}, {
 		name:  "stream list",
-		short: "list stream task keys with their source and expected stage; no worker runs stream tasks yet",
+		short: "list stream tasks with their source, expected stage and sink",
 		run:   streamList,
 	}}
 }
-
-// errStreamsNotRun is why dmctl writes no stream keys: the workers of this
-// release do not watch them (stream tasks are the next issue), so a stream
-// created, paused or resumed through them would do nothing at all.
-var errStreamsNotRun = errors.New("stream tasks are not run by this dm-worker release yet — workers do not watch stream keys")
 
 // streamResult is the --output json document of stream create/pause/
 // resume/stop.
@@ -54,9 +53,8 @@ type streamResult struct {
 }
 
 // streamCreate checks a stream file, that its source exists and that its
-// name is new; while streams.notRun is set it then refuses, writing
-// nothing. The writes after the refusal are what the stream-task issue
-// turns on by dropping notRun from the streams table.
+// name is new, then writes its config and the expected stage Running; the
+// worker bound to the source deploys and runs it.
 func streamCreate(ctx context.Context, e *env, cmd *command, args []string) error {
 	pos, err := parseArgs(cmd, newFlags(cmd), args, "FILE")
 	if err != nil {
@@ -79,10 +77,6 @@ func streamCreate(ctx context.Context, e *env, cmd *command, args []string) erro
 	}
 	if err := streams.checkNew(ctx, st, sc.Name); err != nil {
 		return err
-	}
-	if streams.notRun != nil {
-		return streams.refuse(sc.Name, "the stream would never start",
-			"The file is valid: keep it for a release that runs stream tasks; to replicate into a MySQL-compatible target now, use a task (`dmctl task start`)")
 	}
 	if _, err := st.PutStreamConfig(ctx, sc); err != nil {
 		return fmt.Errorf("write config of stream %s on source %s: %w", sc.Name, sc.SourceID, err)
@@ -147,9 +141,6 @@ func streamList(ctx context.Context, e *env, cmd *command, args []string) error 
 	})
 	if err != nil {
 		return err
-	}
-	if len(views) > 0 && streams.notRun != nil {
-		e.warnNotRun(streams, "these are keys only, and STAGE is the expected stage in etcd, not a state any worker reached")
 	}
 	return e.emit(streamListJSON{Streams: views}, func(out io.Writer) error {
 		rows := make([][]string, 0, len(views))
