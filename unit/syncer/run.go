@@ -257,16 +257,16 @@ func readError(err error) error {
 
 // loop reads and handles events until ctx is done or an error occurs.
 func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
-	wait := newIdleWait(ctx, idleTick)
-	defer wait.stop()
+	wait := binlog.NewIdleWait(ctx, idleTick)
+	defer wait.Stop()
 	for {
-		evCtx := wait.next()
+		evCtx := wait.Next()
 		ev, err := stream.GetEvent(evCtx)
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
 		if err != nil {
-			if errors.Is(err, context.Canceled) && wait.expired(evCtx) {
+			if errors.Is(err, context.Canceled) && wait.Expired(evCtx) {
 				if err := r.idle(ctx); err != nil {
 					return err
 				}

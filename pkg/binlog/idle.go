@@ -1,4 +1,4 @@
-package syncer
+package binlog
 
 import (
 	"context"
@@ -8,23 +8,23 @@ import (
 	"time"
 )
 
-// errIdle cancels an idleWait's context when no event came in time.
-var errIdle = errors.New("sync: no binlog event within the idle tick")
+// errIdle cancels an IdleWait's context when no event came in time.
+var errIdle = errors.New("binlog: no event within the idle tick")
 
-// idleWait gives the read loop a context for waiting on the next event that
+// IdleWait gives a read loop a context for waiting on the next event that
 // is cancelled once no event was read for a whole tick: one timer that
 // fires every d and cancels only when no wait began since its last firing,
 // so an event costs an atomic add, not a timer reset or a context. A wait
 // is thus reported idle after between d and 2d without events. A new
 // context is made only after one expired. The read loop owns it; the
 // timer's function only re-arms or cancels.
-type idleWait struct {
+type IdleWait struct {
 	parent context.Context
 	d      time.Duration
 	timer  *time.Timer
 	ctx    context.Context // the read loop's current wait context
 
-	waits   atomic.Uint64 // waits begun (next calls)
+	waits   atomic.Uint64 // waits begun (Next calls)
 	seen    atomic.Uint64 // waits at the timer's last firing
 	stopped atomic.Bool
 
@@ -32,15 +32,15 @@ type idleWait struct {
 	cancel context.CancelCauseFunc // cancels ctx; called by the timer
 }
 
-// newIdleWait starts the timer; stop releases it.
-func newIdleWait(parent context.Context, d time.Duration) *idleWait {
-	w := &idleWait{parent: parent, d: d}
+// NewIdleWait starts the timer; Stop releases it.
+func NewIdleWait(parent context.Context, d time.Duration) *IdleWait {
+	w := &IdleWait{parent: parent, d: d}
 	w.ctx, w.cancel = context.WithCancelCause(parent)
 	w.timer = time.AfterFunc(d, w.expire)
 	return w
 }
 
-func (w *idleWait) expire() {
+func (w *IdleWait) expire() {
 	if w.stopped.Load() {
 		return
 	}
@@ -55,10 +55,10 @@ func (w *idleWait) expire() {
 	cancel(errIdle)
 }
 
-// next returns the context to wait for the next event with, which ends
-// once a whole tick passes without another next call, unless the parent
+// Next returns the context to wait for the next event with, which ends
+// once a whole tick passes without another Next call, unless the parent
 // ends first.
-func (w *idleWait) next() context.Context {
+func (w *IdleWait) Next() context.Context {
 	w.waits.Add(1)
 	if w.ctx.Err() != nil {
 		ctx, cancel := context.WithCancelCause(w.parent)
@@ -73,13 +73,13 @@ func (w *idleWait) next() context.Context {
 	return w.ctx
 }
 
-// expired reports whether ctx, from next, ended because the wait was idle.
-func (w *idleWait) expired(ctx context.Context) bool {
+// Expired reports whether ctx, from Next, ended because the wait was idle.
+func (w *IdleWait) Expired(ctx context.Context) bool {
 	return errors.Is(context.Cause(ctx), errIdle) && w.parent.Err() == nil
 }
 
-// stop stops the timer and releases the current context.
-func (w *idleWait) stop() {
+// Stop stops the timer and releases the current context.
+func (w *IdleWait) Stop() {
 	w.stopped.Store(true)
 	w.timer.Stop()
 	w.mu.Lock()
