@@ -1,0 +1,354 @@
+package stream
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Formats of change events (StreamConfig format).
+const (
+	FormatDebezium  = "debezium"
+	FormatCanalJSON = "canal-json"
+)
+
+// Encoder turns row changes and DDL into Events in one format (DESIGN.md
+// §4). It holds no state between events and may be used from several
+// goroutines.
+type Encoder struct {
+	source string
+	format string
+	now    func() time.Time
+}
+
+// EncoderOption configures an Encoder.
+type EncoderOption func(*Encoder)
+
+// WithNow sets the clock behind the events' encoding time (debezium
+// ts_ms, canal-json ts); time.Now by default.
+func WithNow(now func() time.Time) EncoderOption {
+	return func(e *Encoder) { e.now = now }
+}
+
+// NewEncoder returns an encoder of events from source (the source-id) in
+// format "debezium" (also "") or "canal-json".
+func NewEncoder(source, format string, opts ...EncoderOption) (*Encoder, error) {
+	switch format {
+	case "", FormatDebezium:
+		format = FormatDebezium
+	case FormatCanalJSON:
+	default:
+		return nil, fmt.Errorf("stream: unknown event format %q; use %q or %q", format, FormatDebezium, FormatCanalJSON)
+	}
+	e := &Encoder{source: source, format: format, now: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
+}
+
+// Format returns the encoder's format, "debezium" or "canal-json".
+func (e *Encoder) Format() string { return e.format }
+
+// Row encodes one row change of table s. op is "c" (insert: before nil),
+// "u" (update), "d" (delete: after nil) or "r" (snapshot read: before
+// nil). before and after hold every column in table order, each value as
+// go-mysql's row decoder gives it (ParseTime off, UseDecimal on,
+// TimestampStringLocation UTC) or, for op "r", as database/sql scans it
+// (nil or the []byte text MariaDB prints, read over a utf8mb4 connection
+// with time_zone '+00:00'). The key comes from after (before for "d").
+func (e *Encoder) Row(s *TableSchema, op string, before, after []any, pos Position) (Event, error) {
+	switch op {
+	case "c", "r":
+		before = nil
+	case "d":
+		after = nil
+	case "u":
+	default:
+		return Event{}, fmt.Errorf("stream: %s: unknown row operation %q (want c, u, d or r)", s, op)
+	}
+	if (op != "d" && after == nil) || ((op == "u" || op == "d") && before == nil) {
+		return Event{}, fmt.Errorf("stream: %s: operation %q without its row image", s, op)
+	}
+	snapshot := op == "r" || pos.Snapshot
+	pos.Snapshot = snapshot
+	old, err := encodeImage(s, before, snapshot)
+	if err != nil {
+		return Event{}, err
+	}
+	cur, err := encodeImage(s, after, snapshot)
+	if err != nil {
+		return Event{}, err
+	}
+	keyImage := cur
+	if op == "d" {
+		keyImage = old
+	}
+	ev := Event{ID: EventID(e.source, pos), DB: s.DB, Table: s.Table, Op: op}
+	key := startObject(nil)
+	for _, k := range s.Key {
+		key.key(s.Columns[k].Name)
+		key.buf = keyImage[k].debezium(key.buf)
+	}
+	ev.Key = key.end()
+	if e.format == FormatCanalJSON {
+		ev.Value = e.canalRow(s, op, old, cur, pos)
+	} else {
+		ev.Value = e.debeziumRow(s, op, old, cur, pos)
+	}
+	return ev, nil
+}
+
+// DDL encodes a DDL statement of db (and table, "" for a database DDL) as
+// an event with "ddl":"<statement>" (debezium) or isDdl true (canal-json).
+// Its key is {"db":…,"table":…}.
+func (e *Encoder) DDL(db, table, query string, pos Position) (Event, error) {
+	ev := Event{ID: EventID(e.source, pos), DB: db, Table: table, Op: "ddl"}
+	key := startObject(nil)
+	key.str("db", db)
+	key.str("table", table)
+	ev.Key = key.end()
+	now := e.now().UnixMilli()
+	if e.format == FormatCanalJSON {
+		o := canalHead(db, table)
+		o.raw("pkNames", "null")
+		o.bool("isDdl", true)
+		o.str("type", "QUERY")
+		o.int("es", pos.TsMs)
+		o.int("ts", now)
+		o.str("sql", query)
+		for _, name := range []string{"sqlType", "mysqlType", "data", "old"} {
+			o.raw(name, "null")
+		}
+		ev.Value = o.end()
+		return ev, nil
+	}
+	o := startObject(nil)
+	o.str("ddl", query)
+	o.str("op", "ddl")
+	o.int("ts_ms", now)
+	e.debeziumSource(&o, db, table, pos)
+	ev.Value = o.end()
+	return ev, nil
+}
+
+// encodeImage encodes a row image (nil stays nil).
+func encodeImage(s *TableSchema, row []any, snapshot bool) ([]colValue, error) {
+	if row == nil {
+		return nil, nil
+	}
+	if len(row) != len(s.Columns) {
+		return nil, fmt.Errorf("stream: %s: row image has %d of %d columns; the source needs binlog_row_image=FULL, "+
+			"or the table changed since its schema was read", s, len(row), len(s.Columns))
+	}
+	out := make([]colValue, len(row))
+	for i, v := range row {
+		var err error
+		if out[i], err = encodeValue(&s.Columns[i], v, snapshot); err != nil {
+			return nil, fmt.Errorf("stream: encode a row of %s: %w", s, err)
+		}
+	}
+	return out, nil
+}
+
+// debeziumRow is the payload of Debezium's MySQL connector without the
+// schema part: before, after, op, ts_ms, source.
+func (e *Encoder) debeziumRow(s *TableSchema, op string, before, after []colValue, pos Position) []byte {
+	o := startObject(make([]byte, 0, 256))
+	for _, img := range []struct {
+		name string
+		vals []colValue
+	}{{"before", before}, {"after", after}} {
+		o.key(img.name)
+		if img.vals == nil {
+			o.buf = append(o.buf, "null"...)
+			continue
+		}
+		row := startObject(o.buf)
+		for i := range s.Columns {
+			row.key(s.Columns[i].Name)
+			row.buf = img.vals[i].debezium(row.buf)
+		}
+		o.buf = row.end()
+	}
+	o.str("op", op)
+	o.int("ts_ms", e.now().UnixMilli())
+	e.debeziumSource(&o, s.DB, s.Table, pos)
+	return o.end()
+}
+
+// debeziumSource writes the "source" block.
+func (e *Encoder) debeziumSource(o *jsonObject, db, table string, pos Position) {
+	o.key("source")
+	src := startObject(o.buf)
+	src.str("name", e.source)
+	src.str("db", db)
+	src.str("table", table)
+	src.str("file", pos.File)
+	src.uint("pos", uint64(pos.Pos))
+	src.int("row", int64(pos.Row))
+	if pos.GTID == "" {
+		src.raw("gtid", "null")
+	} else {
+		src.str("gtid", pos.GTID)
+	}
+	src.uint("server_id", uint64(pos.ServerID))
+	src.int("ts_ms", pos.TsMs)
+	src.bool("snapshot", pos.Snapshot)
+	o.buf = src.end()
+}
+
+// canalHead starts a canal-json object with id, database and table.
+func canalHead(db, table string) jsonObject {
+	o := startObject(make([]byte, 0, 256))
+	o.int("id", 0)
+	o.str("database", db)
+	o.str("table", table)
+	return o
+}
+
+var canalTypes = map[string]string{"c": "INSERT", "r": "INSERT", "u": "UPDATE", "d": "DELETE"}
+
+// canalRow is TiCDC's canal-json with content-compatible=true (the
+// official Canal's content): mysqlType holds the full column type and
+// "old" only the columns an UPDATE changed.
+func (e *Encoder) canalRow(s *TableSchema, op string, before, after []colValue, pos Position) []byte {
+	now := e.now().UnixMilli()
+	data := after
+	if op == "d" {
+		data = before
+	}
+	o := canalHead(s.DB, s.Table)
+	if s.KeyName == "" {
+		o.raw("pkNames", "null")
+	} else {
+		o.key("pkNames")
+		o.buf = append(o.buf, '[')
+		for i, name := range s.KeyColumns() {
+			if i > 0 {
+				o.buf = append(o.buf, ',')
+			}
+			o.buf = appendJSONString(o.buf, name)
+		}
+		o.buf = append(o.buf, ']')
+	}
+	o.bool("isDdl", false)
+	o.str("type", canalTypes[op])
+	o.int("es", pos.TsMs)
+	o.int("ts", now)
+	o.str("sql", "")
+	o.key("sqlType")
+	types := startObject(o.buf)
+	for i := range s.Columns {
+		types.int(s.Columns[i].Name, int64(jdbcType(&s.Columns[i], data[i])))
+	}
+	o.buf = types.end()
+	o.key("mysqlType")
+	mysqlTypes := startObject(o.buf)
+	for i := range s.Columns {
+		mysqlTypes.str(s.Columns[i].Name, s.Columns[i].ColumnType)
+	}
+	o.buf = mysqlTypes.end()
+	o.key("data")
+	o.buf = appendCanalRow(append(o.buf, '['), s, data, nil)
+	o.buf = append(o.buf, ']')
+	o.key("old")
+	if op == "u" {
+		o.buf = appendCanalRow(append(o.buf, '['), s, before, after)
+		o.buf = append(o.buf, ']')
+	} else {
+		o.buf = append(o.buf, "null"...)
+	}
+	return o.end()
+}
+
+// appendCanalRow appends the object of a row image's canal-json texts;
+// with changedFrom set, only the columns whose text differs from it.
+func appendCanalRow(b []byte, s *TableSchema, vals, changedFrom []colValue) []byte {
+	row := startObject(b)
+	for i := range s.Columns {
+		text, ok := vals[i].canal()
+		if changedFrom != nil {
+			other, otherOK := changedFrom[i].canal()
+			if ok == otherOK && text == other {
+				continue
+			}
+		}
+		row.key(s.Columns[i].Name)
+		if ok {
+			row.buf = appendJSONString(row.buf, text)
+		} else {
+			row.buf = append(row.buf, "null"...)
+		}
+	}
+	return row.end()
+}
+
+// Java SQL type codes (java.sql.Types) canal-json's sqlType uses.
+const (
+	jdbcBit       = -7
+	jdbcTinyint   = -6
+	jdbcBigint    = -5
+	jdbcChar      = 1
+	jdbcDecimal   = 3
+	jdbcInteger   = 4
+	jdbcSmallint  = 5
+	jdbcReal      = 7
+	jdbcDouble    = 8
+	jdbcVarchar   = 12
+	jdbcDate      = 91
+	jdbcTime      = 92
+	jdbcTimestamp = 93
+	jdbcBlob      = 2004
+	jdbcClob      = 2005
+)
+
+// jdbcType is a column's canal-json sqlType as TiCDC computes it: an
+// UNSIGNED integer whose value does not fit the signed Java type takes
+// the next wider one.
+func jdbcType(c *Column, v colValue) int {
+	widen := func(base, wider int, max uint64) int {
+		if c.Unsigned && v.kind == valueIsNumber {
+			if n, err := strconv.ParseUint(v.text, 10, 64); err == nil && n > max {
+				return wider
+			}
+		}
+		return base
+	}
+	switch c.DataType {
+	case "tinyint":
+		return widen(jdbcTinyint, jdbcSmallint, 127)
+	case "smallint":
+		return widen(jdbcSmallint, jdbcInteger, 32767)
+	case "mediumint":
+		return jdbcInteger
+	case "int", "integer":
+		return widen(jdbcInteger, jdbcBigint, 2147483647)
+	case "bigint":
+		return widen(jdbcBigint, jdbcDecimal, 9223372036854775807)
+	case "float":
+		return jdbcReal
+	case "double", "real", "double precision":
+		return jdbcDouble
+	case "decimal", "numeric":
+		return jdbcDecimal
+	case "char":
+		return jdbcChar
+	case "tinytext", "text", "mediumtext", "longtext":
+		return jdbcClob
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		return jdbcBlob
+	case "date":
+		return jdbcDate
+	case "datetime", "timestamp":
+		return jdbcTimestamp
+	case "time":
+		return jdbcTime
+	case "enum":
+		return jdbcInteger
+	case "set", "bit":
+		return jdbcBit
+	default: // varchar, year, json and others
+		return jdbcVarchar
+	}
+}

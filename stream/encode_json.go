@@ -1,0 +1,112 @@
+package stream
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// jsonObject appends a JSON object to buf member by member, in the order
+// the members are written, so that encoded events are deterministic.
+type jsonObject struct {
+	buf []byte
+	n   int
+}
+
+// startObject begins an object at the end of b.
+func startObject(b []byte) jsonObject {
+	return jsonObject{buf: append(b, '{')}
+}
+
+// key writes the separator and the member name; the caller appends the
+// member's value to o.buf next.
+func (o *jsonObject) key(name string) {
+	if o.n > 0 {
+		o.buf = append(o.buf, ',')
+	}
+	o.n++
+	o.buf = appendJSONString(o.buf, name)
+	o.buf = append(o.buf, ':')
+}
+
+func (o *jsonObject) str(name, v string) {
+	o.key(name)
+	o.buf = appendJSONString(o.buf, v)
+}
+
+func (o *jsonObject) int(name string, v int64) {
+	o.key(name)
+	o.buf = strconv.AppendInt(o.buf, v, 10)
+}
+
+func (o *jsonObject) uint(name string, v uint64) {
+	o.key(name)
+	o.buf = strconv.AppendUint(o.buf, v, 10)
+}
+
+func (o *jsonObject) bool(name string, v bool) {
+	o.key(name)
+	o.buf = strconv.AppendBool(o.buf, v)
+}
+
+// raw writes a member whose value is already JSON.
+func (o *jsonObject) raw(name, json string) {
+	o.key(name)
+	o.buf = append(o.buf, json...)
+}
+
+// end closes the object and returns the buffer.
+func (o *jsonObject) end() []byte {
+	return append(o.buf, '}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does; <, > and & stay as they are.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

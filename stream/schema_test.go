@@ -1,0 +1,188 @@
+package stream
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+)
+
+// testSourceDB opens a pool on instance i as user that reads every value
+// as text (parseTime off) in UTC over utf8mb4, as the stream's snapshot
+// reads do.
+func encSourceDB(t *testing.T, i *mariadbtest.Instance, user, password string) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(i.UserDSN(user, password, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ParseTime = false
+	cfg.Params = map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("open a pool on %s as %s: %v", i.Name(), user, err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func encExec(t *testing.T, db *sql.DB, queries ...string) {
+	t.Helper()
+	for _, q := range queries {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestSchemaParseElems checks ENUM / SET member lists with quotes, commas
+// and escapes, and malformed lists.
+func TestSchemaParseElems(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		{`'a','b','c'`, []string{"a", "b", "c"}},
+		{`'b''c','d,e',''`, []string{"b'c", "d,e", ""}},
+		{`'x\\y','it\'s'`, []string{`x\y`, "it's"}},
+		{`'日本','😀'`, []string{"日本", "😀"}},
+	}
+	for _, c := range cases {
+		got, err := parseElems(c.in)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("parseElems(%s) = %q, %v; want %q", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{`a,'b'`, `'a`, `'a''`, `'a' 'b'`} {
+		if got, err := parseElems(bad); err == nil {
+			t.Errorf("parseElems(%s) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// TestSchemaNewColumn checks what NewColumn derives from COLUMN_TYPE.
+func TestSchemaNewColumn(t *testing.T) {
+	cases := []struct {
+		dataType, columnType string
+		want                 Column
+	}{
+		{"int", "int(10) unsigned", Column{Unsigned: true}},
+		{"decimal", "decimal(40,10)", Column{Scale: 10}},
+		{"decimal", "decimal(5,0) unsigned zerofill", Column{Scale: 0, Unsigned: true}},
+		{"datetime", "datetime(6)", Column{Scale: 6}},
+		{"time", "time", Column{Scale: 0}},
+		{"timestamp", "timestamp(3)", Column{Scale: 3}},
+		{"binary", "binary(4)", Column{Length: 4}},
+		{"binary", "binary", Column{Length: 1}},
+		{"enum", "enum('a','b''c')", Column{Elems: []string{"a", "b'c"}}},
+		{"set", "set('x','y,z')", Column{Elems: []string{"x", "y,z"}}},
+	}
+	for _, c := range cases {
+		got, err := NewColumn("c", strings.ToUpper(c.dataType), c.columnType, "", false)
+		if err != nil {
+			t.Fatalf("NewColumn(%s): %v", c.columnType, err)
+		}
+		want := c.want
+		want.Name, want.DataType, want.ColumnType = "c", c.dataType, c.columnType
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("NewColumn(%s) = %+v, want %+v", c.columnType, got, want)
+		}
+	}
+	if _, err := NewColumn("e", "enum", "enum('a)", "", false); err == nil || !strings.Contains(err.Error(), "column e") {
+		t.Errorf("NewColumn of a malformed enum: error = %v, want one naming column e", err)
+	}
+}
+
+// TestSchemaCache reads tables from a real MariaDB as the source user:
+// the key choice (PRIMARY KEY in key order, first UNIQUE key of NOT NULL
+// columns, all columns), members of ENUM / SET with quotes and commas, a
+// missing table, and invalidation after DDL.
+func TestSchemaCache(t *testing.T) {
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", FastCommit: true})
+	root := encSourceDB(t, src, mariadbtest.RootUser, "")
+	encExec(t, root,
+		"CREATE DATABASE app",
+		"CREATE DATABASE other",
+		"CREATE TABLE app.pk (a INT, b INT, c VARCHAR(5), PRIMARY KEY (b, a))",
+		"CREATE TABLE app.uk (a INT NULL, b INT NOT NULL, c INT NOT NULL, d INT NOT NULL, "+
+			"UNIQUE KEY u_null (a), KEY plain (d), UNIQUE KEY u_ok (c, b))",
+		"CREATE TABLE app.nokey (a INT, b TEXT, KEY k (a))",
+		`CREATE TABLE app.types (e ENUM('a','b''c','d,e','x\\y') NOT NULL, s SET('x','y z','日本') NULL, `+
+			`dt DATETIME(6), de DECIMAL(12,3) UNSIGNED, bn BINARY(4), lat VARCHAR(3) CHARACTER SET latin1)`,
+		"CREATE TABLE other.t (a INT PRIMARY KEY)",
+	)
+	cache := NewSchemaCache(encSourceDB(t, src, mariadbtest.SourceUser, mariadbtest.SourcePassword))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	table := func(db, name string) *TableSchema {
+		t.Helper()
+		s, err := cache.Table(ctx, db, name)
+		if err != nil {
+			t.Fatalf("Table(%s.%s): %v", db, name, err)
+		}
+		return s
+	}
+
+	keys := []struct {
+		table   string
+		key     []string
+		hasPK   bool
+		keyName string
+	}{
+		{"pk", []string{"b", "a"}, true, "PRIMARY"},
+		{"uk", []string{"c", "b"}, false, "u_ok"},
+		{"nokey", []string{"a", "b"}, false, ""},
+	}
+	for _, k := range keys {
+		s := table("app", k.table)
+		if got := s.KeyColumns(); !reflect.DeepEqual(got, k.key) || s.HasPK != k.hasPK || s.KeyName != k.keyName {
+			t.Errorf("app.%s key %q HasPK %v KeyName %q; want %q %v %q", k.table, got, s.HasPK, s.KeyName, k.key, k.hasPK, k.keyName)
+		}
+	}
+
+	types := table("app", "types")
+	want := []Column{
+		{Name: "e", DataType: "enum", ColumnType: `enum('a','b''c','d,e','x\\y')`, Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4"},
+		{Name: "s", DataType: "set", ColumnType: "set('x','y z','日本')", Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4"},
+		{Name: "dt", DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6},
+		{Name: "de", DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3},
+		{Name: "bn", DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4},
+		{Name: "lat", DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1"},
+	}
+	if !reflect.DeepEqual(types.Columns, want) {
+		t.Errorf("app.types columns\n got %+v\nwant %+v", types.Columns, want)
+	}
+
+	_, err := cache.Table(ctx, "app", "missing")
+	if !errors.Is(err, ErrTableNotFound) || !strings.Contains(err.Error(), "app.missing") {
+		t.Errorf("Table(app.missing) error = %v, want ErrTableNotFound naming app.missing", err)
+	}
+
+	// Cached until invalidated.
+	pk, nokey, other := table("app", "pk"), table("app", "nokey"), table("other", "t")
+	encExec(t, root, "ALTER TABLE app.pk ADD COLUMN d INT", "ALTER TABLE app.nokey ADD COLUMN c INT", "ALTER TABLE other.t ADD COLUMN b INT")
+	if s := table("app", "pk"); s != pk || len(s.Columns) != 3 {
+		t.Errorf("app.pk re-read before Invalidate: %d columns", len(s.Columns))
+	}
+	cache.Invalidate("app", "pk")
+	if s := table("app", "pk"); len(s.Columns) != 4 {
+		t.Errorf("app.pk after Invalidate has %d columns, want 4", len(s.Columns))
+	}
+	if s := table("app", "nokey"); s != nokey {
+		t.Error("Invalidate(app, pk) dropped app.nokey too")
+	}
+	cache.Invalidate("app", "")
+	if s := table("app", "nokey"); len(s.Columns) != 3 || !reflect.DeepEqual(s.KeyColumns(), []string{"a", "b", "c"}) {
+		t.Errorf("app.nokey after Invalidate(app, \"\") has columns %d key %q, want 3 and all columns", len(s.Columns), s.KeyColumns())
+	}
+	if s := table("other", "t"); s != other {
+		t.Error(`Invalidate(app, "") dropped other.t`)
+	}
+}
