@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what `make test` needs and is missing: the MariaDB server and client programs
-# (Debian packages, never started as a service by us and never used by the tests, which start
-# their own servers) and failpoint-ctl (go install). With --bench also sysbench.
+# Installs what `make test` needs and is missing: the MariaDB server and client programs and
+# nats-server (Debian packages, never started as a service by us and never used by the tests,
+# which start their own servers) and failpoint-ctl (go install). With --bench also sysbench.
 # Idempotent: installs only what is missing and says what it did. Runs as root, or uses sudo.
 set -euo pipefail
 
@@ -89,6 +89,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 mariadbd_bin=$(command -v mariadbd 2>/dev/null || echo /usr/sbin/mariadbd)
 say "MariaDB: $("$mariadbd_bin" --no-defaults --version)"
+
+# nats-server, which the stream tests start as `nats-server -js` (tests/natstest).
+if have nats-server; then
+	say "nats-server: already installed"
+else
+	apt_install nats-server
+	have nats-server || die "nats-server is still missing after installing it"
+	did+=("installed nats-server")
+fi
+nats_bin=$(command -v nats-server 2>/dev/null || echo /usr/sbin/nats-server)
+say "$("$nats_bin" --version)"
 
 # sysbench, for `make bench` comparisons.
 if [ "$bench" -eq 1 ]; then
