@@ -133,11 +133,48 @@ func TestEncodeBinlogMatchesSnapshot(t *testing.T) {
 	}
 }
 
-// snapshotRows reads app.types as fill-history does (RawBytes, copied)
+// TestEncodeBinlogInetUUID does the same for MariaDB's INET4, INET6 and
+// UUID (10.10 and newer), which the binlog carries in binary without
+// trailing 0x00 bytes and SELECT prints as text.
+func TestEncodeBinlogInetUUID(t *testing.T) {
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
+	root := encSourceDB(t, src, mariadbtest.RootUser, "")
+	encExec(t, root, "CREATE DATABASE app")
+	if _, err := root.ExecContext(t.Context(), "CREATE TABLE app.fbt (id INT PRIMARY KEY, i4 INET4, i6 INET6, uu UUID)"); err != nil {
+		t.Skipf("this MariaDB lacks INET4, INET6 or UUID: %v", err)
+	}
+	file, pos, _ := src.MasterStatus(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	schema, err := NewSchemaCache(root).Table(ctx, "app", "fbt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deb, canal := encEncoder(t, FormatDebezium), encEncoder(t, FormatCanalJSON)
+	rows := []string{
+		"(1, '0.0.0.0', '::', '00000000-0000-0000-0000-000000000000')",
+		"(2, '1.2.3.0', '2001:db8::', '123e4567-e89b-12d3-a456-426655440000')",
+		"(3, '255.255.255.255', '::ffff:1.2.3.4', 'f81d4fae-7dec-41d0-a765-00a0c91e6bf6')",
+		"(4, '10.0.0.1', '::1.2.3.4', 'ffffffff-ffff-ffff-ffff-ffffffffffff')",
+		"(5, '127.0.0.1', '2001:db8:0:1:1:1:1:1', '01234567-89ab-cdef-0123-456789abcdef')",
+		"(6, '192.168.0.1', '1:0:0:1:0:0:0:1', NULL)",
+		"(7, NULL, 'fe80::1:2', '00000000-0000-0000-0000-000000000001')",
+	}
+	for _, row := range rows {
+		encExec(t, root, "INSERT INTO app.fbt VALUES "+row)
+	}
+	snap := encSnapshotRows(ctx, t, root, schema, deb, canal)
+	encCheckSelect(ctx, t, root, schema, snap)
+	for _, ch := range encReadBinlog(ctx, t, src, file, pos, schema, deb, canal, len(rows)) {
+		encCompareAfter(t, fmt.Sprintf("insert of id %d", ch.id), ch, snap[ch.id])
+	}
+}
+
+// encSnapshotRows reads table s as fill-history does (RawBytes, copied)
 // and encodes each row as op "r", by id.
 func encSnapshotRows(ctx context.Context, t *testing.T, db *sql.DB, s *TableSchema, deb, canal *Encoder) map[int64]encChange {
 	t.Helper()
-	rows, err := db.QueryContext(ctx, "SELECT * FROM app.types ORDER BY id")
+	rows, err := db.QueryContext(ctx, "SELECT * FROM "+s.String()+" ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +220,7 @@ func encRow(t *testing.T, e *Encoder, s *TableSchema, op string, before, after [
 	return ev
 }
 
-// readBinlogRows reads app.types's row changes from file:pos with the
+// encReadBinlog reads table s's row changes from file:pos with the
 // decoder settings the stream uses until it has want rows.
 func encReadBinlog(ctx context.Context, t *testing.T, src *mariadbtest.Instance, file string, pos uint32,
 	s *TableSchema, deb, canal *Encoder, want int) []encChange {
@@ -214,7 +251,7 @@ func encReadBinlog(ctx context.Context, t *testing.T, src *mariadbtest.Instance,
 		case *replication.MariadbGTIDEvent:
 			gtid = e.GTID.String()
 		case *replication.RowsEvent:
-			if string(e.Table.Schema) != "app" || string(e.Table.Table) != "types" {
+			if string(e.Table.Schema) != s.DB || string(e.Table.Table) != s.Table {
 				continue
 			}
 			p := Position{File: file, Pos: ev.Header.LogPos - ev.Header.EventSize, GTID: gtid,
@@ -256,7 +293,7 @@ func encRowsEvent(t *testing.T, typ replication.EventType, e *replication.RowsEv
 	return out
 }
 
-// debeziumAfter returns the after image of a debezium value, whole and by
+// encDebeziumAfter returns the after image of a debezium value, whole and by
 // column.
 func encDebeziumAfter(t *testing.T, ev Event) (json.RawMessage, map[string]json.RawMessage) {
 	t.Helper()
@@ -271,7 +308,7 @@ func encDebeziumAfter(t *testing.T, ev Event) (json.RawMessage, map[string]json.
 	return v.After, cols
 }
 
-// canalData returns data[0] of a canal-json value.
+// encCanalData returns data[0] of a canal-json value.
 func encCanalData(t *testing.T, ev Event) map[string]*string {
 	t.Helper()
 	var v struct{ Data []map[string]*string }
@@ -281,7 +318,7 @@ func encCanalData(t *testing.T, ev Event) map[string]*string {
 	return v.Data[0]
 }
 
-// compareAfter checks that the binlog change's after image equals the
+// encCompareAfter checks that the binlog change's after image equals the
 // snapshot row's, in both formats, and that their keys are equal.
 func encCompareAfter(t *testing.T, what string, got, want encChange) {
 	t.Helper()
@@ -323,7 +360,7 @@ func encTruncate(b []byte) string {
 	return string(b)
 }
 
-// binaryType says a column's values are encoded as base64.
+// encBinaryType says a column's values are encoded as base64.
 func encBinaryType(dataType string) bool {
 	switch dataType {
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
@@ -332,7 +369,7 @@ func encBinaryType(dataType string) bool {
 	return false
 }
 
-// checkAgainstSelect compares every encoded value of rows with what SELECT
+// encCheckSelect compares every encoded value of rows with what SELECT
 // returns: CAST(col AS CHAR), HEX(col) for binary columns, col+0 for BIT.
 func encCheckSelect(ctx context.Context, t *testing.T, db *sql.DB, s *TableSchema, rows map[int64]encChange) {
 	t.Helper()
@@ -347,7 +384,7 @@ func encCheckSelect(ctx context.Context, t *testing.T, db *sql.DB, s *TableSchem
 			exprs[i] = "CAST(`" + c.Name + "` AS CHAR)"
 		}
 	}
-	query := "SELECT " + strings.Join(exprs, ", ") + " FROM app.types WHERE id = ?"
+	query := "SELECT " + strings.Join(exprs, ", ") + " FROM " + s.String() + " WHERE id = ?"
 	for id, row := range rows {
 		texts := make([]sql.NullString, len(s.Columns))
 		dest := make([]any, len(texts))
@@ -366,7 +403,7 @@ func encCheckSelect(ctx context.Context, t *testing.T, db *sql.DB, s *TableSchem
 	}
 }
 
-// sameAsSelect compares one encoded value with SELECT's text of it.
+// encSameAsSelect compares one encoded value with SELECT's text of it.
 func encSameAsSelect(c *Column, raw json.RawMessage, text sql.NullString) error {
 	if string(raw) == "null" || !text.Valid {
 		if string(raw) != "null" || text.Valid {

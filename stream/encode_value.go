@@ -114,6 +114,8 @@ func encodeValue(c *Column, v any, snapshot bool) (colValue, error) {
 		"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
 		"multipolygon", "geometrycollection":
 		out, err = encodeBytes(c, v)
+	case "inet4", "inet6", "uuid":
+		out, err = encodeFBT(c, v, snapshot)
 	default: // char, varchar, *text, json and types the encoder does not know
 		out, err = encodeText(c, v, snapshot)
 	}

@@ -123,6 +123,17 @@ func TestEncodeValue(t *testing.T) {
 		{"json text", "longtext", "longtext", "utf8mb4", []byte(`{"a": [1, 2.5, "x"], "b": {"c": null}}`), false,
 			`"{\"a\": [1, 2.5, \"x\"], \"b\": {\"c\": null}}"`, `{"a": [1, 2.5, "x"], "b": {"c": null}}`},
 		{"mysql json", "json", "json", "", `{"a":1}`, false, `"{\"a\":1}"`, `{"a":1}`},
+		{"inet4 trimmed", "inet4", "inet4", "", "\x01\x02\x03", false, `"1.2.3.0"`, ""},
+		{"inet4 snapshot", "inet4", "inet4", "", []byte("1.2.3.0"), true, `"1.2.3.0"`, ""},
+		{"inet6 trimmed", "inet6", "inet6", "", "\x20\x01\x0d\xb8", false, `"2001:db8::"`, ""},
+		{"inet6 zero", "inet6", "inet6", "", "", false, `"::"`, ""},
+		{"inet6 single zero group", "inet6", "inet6", "", "\x20\x01\x0d\xb8\x00\x00\x00\x01\x00\x01\x00\x01\x00\x01\x00\x01", false, `"2001:db8::1:1:1:1:1"`, ""},
+		{"inet6 first longest gap", "inet6", "inet6", "", "\x00\x01\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x01\x00\x01", false, `"1::1:0:0:1:1"`, ""},
+		{"inet6 mapped", "inet6", "inet6", "", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\x01\x02\x03\x04", false, `"::ffff:1.2.3.4"`, ""},
+		{"inet6 compatible", "inet6", "inet6", "", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x02\x03\x04", false, `"::1.2.3.4"`, ""},
+		{"inet6 loopback", "inet6", "inet6", "", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01", false, `"::1"`, ""},
+		{"uuid trimmed", "uuid", "uuid", "", "\x12\x3e\x45\x67\xe8\x9b\x12\xd3\xa4\x56\x42\x66\x55\x44", false, `"123e4567-e89b-12d3-a456-426655440000"`, ""},
+		{"uuid snapshot", "uuid", "uuid", "", []byte("123e4567-e89b-12d3-a456-426655440000"), true, `"123e4567-e89b-12d3-a456-426655440000"`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,6 +180,7 @@ func TestEncodeValueErrors(t *testing.T) {
 		{"float bad text", "float", "float", "", []byte("x"), `float text "x"`},
 		{"latin2 non-ASCII", "varchar", "varchar(10)", "latin2", "\xb1", "charset latin2"},
 		{"blob from int", "blob", "blob", "", int64(1), "unexpected value of Go type int64"},
+		{"inet4 too long", "inet4", "inet4", "", "\x01\x02\x03\x04\x05", "inet4 value of 5 bytes, at most 4 expected"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
