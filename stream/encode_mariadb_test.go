@@ -70,24 +70,16 @@ type encChange struct {
 // that both encode to the same after image, column by column, and that
 // every encoded value is what SELECT returns.
 func TestEncodeBinlogMatchesSnapshot(t *testing.T) {
-	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
-	root := encSourceDB(t, src, mariadbtest.RootUser, "")
-	encExec(t, root, "CREATE DATABASE app", encodeTypesDDL)
-	file, pos, _ := src.MasterStatus(t)
-
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	schema, err := NewSchemaCache(root).Table(ctx, "app", "types")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deb, canal := encEncoder(t, FormatDebezium), encEncoder(t, FormatCanalJSON)
+	env := newEncEnv(ctx, t, "types", encodeTypesDDL, false)
+	root := env.root
 
 	for _, row := range encodeTypesRows {
 		encExec(t, root, "INSERT INTO app.types VALUES "+row)
 	}
-	inserted := encSnapshotRows(ctx, t, root, schema, deb, canal)
-	encCheckSelect(ctx, t, root, schema, inserted)
+	inserted := env.snapshot(ctx, t)
+	env.checkSelect(ctx, t, inserted)
 
 	encExec(t, root,
 		"UPDATE app.types SET tiu = 254, biu = 18446744073709551614, vc = CONCAT(vc, '-é'), ts = '2001-02-03 04:05:06.7', "+
@@ -96,11 +88,11 @@ func TestEncodeBinlogMatchesSnapshot(t *testing.T) {
 		"UPDATE app.types SET j = NULL, bl = NULL, e = NULL, lat = 'Ÿ' WHERE id = 5",
 		"DELETE FROM app.types WHERE id = 1",
 	)
-	final := encSnapshotRows(ctx, t, root, schema, deb, canal)
-	encCheckSelect(ctx, t, root, schema, final)
+	final := env.snapshot(ctx, t)
+	env.checkSelect(ctx, t, final)
 
 	// 5 inserts, 2 + 1 + 1 updated rows, 1 delete.
-	changes := encReadBinlog(ctx, t, src, file, pos, schema, deb, canal, 10)
+	changes := env.readBinlog(ctx, t, 10)
 	last := map[int64]encChange{}
 	for _, ch := range changes {
 		switch ch.op {
@@ -137,20 +129,9 @@ func TestEncodeBinlogMatchesSnapshot(t *testing.T) {
 // UUID (10.10 and newer), which the binlog carries in binary without
 // trailing 0x00 bytes and SELECT prints as text.
 func TestEncodeBinlogInetUUID(t *testing.T) {
-	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
-	root := encSourceDB(t, src, mariadbtest.RootUser, "")
-	encExec(t, root, "CREATE DATABASE app")
-	if _, err := root.ExecContext(t.Context(), "CREATE TABLE app.fbt (id INT PRIMARY KEY, i4 INET4, i6 INET6, uu UUID)"); err != nil {
-		t.Skipf("this MariaDB lacks INET4, INET6 or UUID: %v", err)
-	}
-	file, pos, _ := src.MasterStatus(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	schema, err := NewSchemaCache(root).Table(ctx, "app", "fbt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deb, canal := encEncoder(t, FormatDebezium), encEncoder(t, FormatCanalJSON)
+	env := newEncEnv(ctx, t, "fbt", "CREATE TABLE app.fbt (id INT PRIMARY KEY, i4 INET4, i6 INET6, uu UUID)", true)
 	rows := []string{
 		"(1, '0.0.0.0', '::', '00000000-0000-0000-0000-000000000000')",
 		"(2, '1.2.3.0', '2001:db8::', '123e4567-e89b-12d3-a456-426655440000')",
@@ -161,19 +142,54 @@ func TestEncodeBinlogInetUUID(t *testing.T) {
 		"(7, NULL, 'fe80::1:2', '00000000-0000-0000-0000-000000000001')",
 	}
 	for _, row := range rows {
-		encExec(t, root, "INSERT INTO app.fbt VALUES "+row)
+		encExec(t, env.root, "INSERT INTO app.fbt VALUES "+row)
 	}
-	snap := encSnapshotRows(ctx, t, root, schema, deb, canal)
-	encCheckSelect(ctx, t, root, schema, snap)
-	for _, ch := range encReadBinlog(ctx, t, src, file, pos, schema, deb, canal, len(rows)) {
+	snap := env.snapshot(ctx, t)
+	env.checkSelect(ctx, t, snap)
+	for _, ch := range env.readBinlog(ctx, t, len(rows)) {
 		encCompareAfter(t, fmt.Sprintf("insert of id %d", ch.id), ch, snap[ch.id])
 	}
 }
 
-// encSnapshotRows reads table s as fill-history does (RawBytes, copied)
-// and encodes each row as op "r", by id.
-func encSnapshotRows(ctx context.Context, t *testing.T, db *sql.DB, s *TableSchema, deb, canal *Encoder) map[int64]encChange {
+// encEnv is a source with the binlog on, a root pool that reads text in
+// UTC, one table of database app, and an encoder of each format.
+type encEnv struct {
+	src        *mariadbtest.Instance
+	root       *sql.DB
+	file       string // the binlog position after the table was created
+	pos        uint32
+	schema     *TableSchema
+	deb, canal *Encoder
+}
+
+// newEncEnv starts the source and creates app.<table> with ddl. When ddl
+// fails the test fails, or is skipped with skipOnError (a type this
+// MariaDB lacks).
+func newEncEnv(ctx context.Context, t *testing.T, table, ddl string, skipOnError bool) *encEnv {
 	t.Helper()
+	env := &encEnv{src: mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})}
+	env.root = encSourceDB(t, env.src, mariadbtest.RootUser, "")
+	encExec(t, env.root, "CREATE DATABASE app")
+	if _, err := env.root.ExecContext(ctx, ddl); err != nil {
+		if skipOnError {
+			t.Skipf("this MariaDB cannot create app.%s: %v", table, err)
+		}
+		t.Fatalf("%s: %v", ddl, err)
+	}
+	env.file, env.pos, _ = env.src.MasterStatus(t)
+	var err error
+	if env.schema, err = NewSchemaCache(env.root).Table(ctx, "app", table); err != nil {
+		t.Fatal(err)
+	}
+	env.deb, env.canal = encEncoder(t, FormatDebezium), encEncoder(t, FormatCanalJSON)
+	return env
+}
+
+// snapshot reads the table as fill-history does (RawBytes, copied) and
+// encodes each row as op "r", by id.
+func (env *encEnv) snapshot(ctx context.Context, t *testing.T) map[int64]encChange {
+	t.Helper()
+	db, s, deb, canal := env.root, env.schema, env.deb, env.canal
 	rows, err := db.QueryContext(ctx, "SELECT * FROM "+s.String()+" ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
@@ -220,11 +236,11 @@ func encRow(t *testing.T, e *Encoder, s *TableSchema, op string, before, after [
 	return ev
 }
 
-// encReadBinlog reads table s's row changes from file:pos with the
+// readBinlog reads the table's row changes from env.file:pos with the
 // decoder settings the stream uses until it has want rows.
-func encReadBinlog(ctx context.Context, t *testing.T, src *mariadbtest.Instance, file string, pos uint32,
-	s *TableSchema, deb, canal *Encoder, want int) []encChange {
+func (env *encEnv) readBinlog(ctx context.Context, t *testing.T, want int) []encChange {
 	t.Helper()
+	src, file, pos, s, deb, canal := env.src, env.file, env.pos, env.schema, env.deb, env.canal
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID: 1<<30 + 77, Flavor: gomysql.MariaDBFlavor,
 		Host: src.Host(), Port: uint16(src.Port()), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword,
@@ -369,10 +385,11 @@ func encBinaryType(dataType string) bool {
 	return false
 }
 
-// encCheckSelect compares every encoded value of rows with what SELECT
+// checkSelect compares every encoded value of rows with what SELECT
 // returns: CAST(col AS CHAR), HEX(col) for binary columns, col+0 for BIT.
-func encCheckSelect(ctx context.Context, t *testing.T, db *sql.DB, s *TableSchema, rows map[int64]encChange) {
+func (env *encEnv) checkSelect(ctx context.Context, t *testing.T, rows map[int64]encChange) {
 	t.Helper()
+	db, s := env.root, env.schema
 	exprs := make([]string, len(s.Columns))
 	for i, c := range s.Columns {
 		switch {
