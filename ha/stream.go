@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/stage"
@@ -85,4 +86,93 @@ func (s *Store) GetStreams(ctx context.Context, source string) (StreamSnapshot, 
 // The item is nil when neither key exists.
 func (s *Store) GetStream(ctx context.Context, source, stream string) (*StreamItem, int64, error) {
 	return getItem(ctx, s, &streamKind, source, stream)
+}
+
+// kindStreamCheckpoint is the key kind of the stream checkpoint mirror.
+const kindStreamCheckpoint = "/stream/checkpoint/"
+
+// StreamCheckpoint is P/stream/checkpoint/{source}/{stream}.
+func (k Keys) StreamCheckpoint(source, stream string) string {
+	return k.StreamCheckpointPrefix(source) + stream
+}
+
+// StreamCheckpointPrefix is P/stream/checkpoint/{source}/.
+func (k Keys) StreamCheckpointPrefix(source string) string {
+	return k.perSource(kindStreamCheckpoint, source)
+}
+
+// StreamCheckpoint is the value of P/stream/checkpoint/{source}/{stream}
+// (DESIGN.md §3): the last location whose events the sink acknowledged. It
+// has no lease: it outlives the worker, and a stream deployed on a worker
+// whose local meta store lacks it starts here.
+type StreamCheckpoint struct {
+	BinlogName string `json:"binlog-name"`
+	BinlogPos  uint32 `json:"binlog-pos"`
+	BinlogGTID string `json:"binlog-gtid"`
+	// SnapshotDone is set once fill-history finished (or was not asked
+	// for); a stream whose checkpoint lacks it runs fill-history again.
+	SnapshotDone bool      `json:"snapshot-done"`
+	Time         time.Time `json:"time"`
+
+	// Unknown lists the paths of fields of the value the worker does not
+	// know (to be reported, never dropped silently); nil when none.
+	Unknown []string `json:"-"`
+}
+
+// PutStreamCheckpoint writes P/stream/checkpoint/{source}/{stream}, without
+// a lease. The checkpoint must name a binlog file.
+func (s *Store) PutStreamCheckpoint(ctx context.Context, source, stream string, cp StreamCheckpoint) (int64, error) {
+	if err := validateNames(source, "stream", stream); err != nil {
+		return 0, fmt.Errorf("ha: put stream checkpoint: %w", err)
+	}
+	if cp.BinlogName == "" {
+		return 0, fmt.Errorf("ha: put stream checkpoint of %s/%s: binlog-name is empty; a checkpoint is a location in the source's binlog", source, stream)
+	}
+	return s.put(ctx, s.keys.StreamCheckpoint(source, stream), cp)
+}
+
+// GetStreamCheckpoint reads P/stream/checkpoint/{source}/{stream}; found is
+// false when the key is absent. A malformed value is found, with an error
+// wrapping ErrMalformed.
+func (s *Store) GetStreamCheckpoint(ctx context.Context, source, stream string) (StreamCheckpoint, bool, error) {
+	if err := validateNames(source, "stream", stream); err != nil {
+		return StreamCheckpoint{}, false, fmt.Errorf("ha: get stream checkpoint: %w", err)
+	}
+	cp, found, _, err := getOne(ctx, s, s.keys.StreamCheckpoint(source, stream), s.DecodeStreamCheckpoint)
+	return cp, found, err
+}
+
+// GetStreamCheckpoints returns the checkpoint of every stream of source by
+// stream name. Malformed keys are left out and reported in a *KeyErrors
+// next to the map.
+func (s *Store) GetStreamCheckpoints(ctx context.Context, source string) (map[string]StreamCheckpoint, int64, error) {
+	if err := config.ValidateName("source", source); err != nil {
+		return nil, 0, fmt.Errorf("ha: get stream checkpoints: %w", err)
+	}
+	return getRange(ctx, s, s.keys.StreamCheckpointPrefix(source), s.DecodeStreamCheckpoint)
+}
+
+// DeleteStreamCheckpoint deletes P/stream/checkpoint/{source}/{stream}.
+func (s *Store) DeleteStreamCheckpoint(ctx context.Context, source, stream string) (int64, error) {
+	return s.del(ctx, s.keys.StreamCheckpoint(source, stream))
+}
+
+// DecodeStreamCheckpoint decodes P/stream/checkpoint/{source}/{stream}
+// leniently (unknown fields are listed in Unknown); the zero value on
+// delete. A value without binlog-name is malformed.
+func (s *Store) DecodeStreamCheckpoint(key string, value []byte) (StreamCheckpoint, error) {
+	if _, _, err := s.keys.parse2(key, kindStreamCheckpoint, "stream"); err != nil || value == nil {
+		return StreamCheckpoint{}, err
+	}
+	const what = "stream checkpoint"
+	var cp StreamCheckpoint
+	notes, err := config.DecodeValue(what, value, &cp, config.Lenient)
+	if err != nil {
+		return StreamCheckpoint{}, malformed(what, key, err)
+	}
+	if cp.BinlogName == "" {
+		return StreamCheckpoint{}, malformed(what, key, errors.New("binlog-name is missing or empty"))
+	}
+	cp.Unknown = notes.Unknown
+	return cp, nil
 }
