@@ -115,7 +115,7 @@ func TestMinimalValues(t *testing.T) {
 			},
 			check: wantStage(stage.Running, "s1", "t1")},
 		{name: "stream config", key: k.StreamConfig("s1", "x1"), prefix: k.StreamConfigPrefix("s1"), dec: asAny(s.DecodeStreamConfig),
-			value: `{"name":"x1","source-id":"s1","sink":{"type":"file","file":{"dir":"/tmp/x"}},"format":"debezium-next"}`,
+			value: `{"name":"x1","source-id":"s1","sink":{"type":"file","file":{"dir":"/tmp/x"}},"schema-registry":"http://127.0.0.1:8081"}`,
 			get: func(ctx context.Context) (any, error) {
 				return streamField(func(it *StreamItem) any { return it.Config })(s.GetStream(ctx, "s1", "x1"))
 			},
@@ -124,10 +124,10 @@ func TestMinimalValues(t *testing.T) {
 				if err := cfg.Validate(); err != nil {
 					t.Errorf("minimal stream config does not validate: %v", err)
 				}
-				if cfg.Sink.File == nil || cfg.Sink.File.RotateSize != config.DefaultFileRotateSize {
-					t.Errorf("defaults not applied: sink %+v", cfg.Sink)
+				if cfg.Sink.File == nil || cfg.Sink.File.RotateSize != config.DefaultFileRotateSize || cfg.EventFormat != config.FormatDebezium {
+					t.Errorf("defaults not applied: sink %+v, format %q", cfg.Sink, cfg.EventFormat)
 				}
-				wantNotes(t, cfg.Notes, []string{"format"}, nil)
+				wantNotes(t, cfg.Notes, []string{"schema-registry"}, nil)
 			}},
 		{name: "stream stage", key: k.StreamStage("s1", "x1"), prefix: k.StreamStagePrefix("s1"), dec: asAny(s.DecodeStreamStage),
 			value: `{"expect":"Running"}`,
