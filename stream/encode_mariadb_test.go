@@ -18,6 +18,7 @@ import (
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/shopspring/decimal"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 )
@@ -129,10 +130,7 @@ func TestEncodeBinlogMatchesSnapshot(t *testing.T) {
 // UUID (10.10 and newer), which the binlog carries in binary without
 // trailing 0x00 bytes and SELECT prints as text.
 func TestEncodeBinlogInetUUID(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	env := newEncEnv(ctx, t, "fbt", "CREATE TABLE app.fbt (id INT PRIMARY KEY, i4 INET4, i6 INET6, uu UUID)", true)
-	rows := []string{
+	encInsertsMatch(t, "fbt", "CREATE TABLE app.fbt (id INT PRIMARY KEY, i4 INET4, i6 INET6, uu UUID)", true,
 		"(1, '0.0.0.0', '::', '00000000-0000-0000-0000-000000000000')",
 		"(2, '1.2.3.0', '2001:db8::', '123e4567-e89b-12d3-a456-426655440000')",
 		"(3, '255.255.255.255', '::ffff:1.2.3.4', 'f81d4fae-7dec-41d0-a765-00a0c91e6bf6')",
@@ -140,9 +138,29 @@ func TestEncodeBinlogInetUUID(t *testing.T) {
 		"(5, '127.0.0.1', '2001:db8:0:1:1:1:1:1', '01234567-89ab-cdef-0123-456789abcdef')",
 		"(6, '192.168.0.1', '1:0:0:1:0:0:0:1', NULL)",
 		"(7, NULL, 'fe80::1:2', '00000000-0000-0000-0000-000000000001')",
-	}
+	)
+}
+
+// TestEncodeBinlogDisplayWidths does the same for ZEROFILL columns, which
+// SELECT pads with zeros, BOOLEAN, and DOUBLE(M,D).
+func TestEncodeBinlogDisplayWidths(t *testing.T) {
+	encInsertsMatch(t, "widths", "CREATE TABLE app.widths (id INT PRIMARY KEY, iz INT(5) ZEROFILL, tz TINYINT(3) ZEROFILL, "+
+		"bz BIGINT ZEROFILL, dz DECIMAL(6,2) ZEROFILL, fz FLOAT ZEROFILL, d2 DOUBLE(10,2), bo BOOLEAN)", false,
+		"(1, 42, 7, 18446744073709551615, 1.5, 1.5, 1.005, TRUE)",
+		"(2, 0, 0, 0, 0, 0, -1.005, FALSE)",
+		"(3, 99999, 255, 1, 9999.99, 123456789, 99999999.99, NULL)",
+	)
+}
+
+// encInsertsMatch creates app.<table> with ddl, inserts rows, and checks
+// that the binlog's inserts and the snapshot read encode alike and as
+// SELECT prints the values. skipOnError: see newEncEnv.
+func encInsertsMatch(t *testing.T, table, ddl string, skipOnError bool, rows ...string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	env := newEncEnv(ctx, t, table, ddl, skipOnError)
 	for _, row := range rows {
-		encExec(t, env.root, "INSERT INTO app.fbt VALUES "+row)
+		encExec(t, env.root, "INSERT INTO app."+table+" VALUES "+row)
 	}
 	snap := env.snapshot(ctx, t)
 	env.checkSelect(ctx, t, snap)
@@ -445,6 +463,12 @@ func encSameAsSelect(c *Column, raw json.RawMessage, text sql.NullString) error 
 		b, err := base64.StdEncoding.DecodeString(str)
 		if !isString || err != nil || !strings.EqualFold(hex.EncodeToString(b), text.String) {
 			return fmt.Errorf("encoded %s, SELECT HEX %s", encTruncate(raw), encTruncate([]byte(text.String)))
+		}
+	case c.DataType == "decimal":
+		got, err1 := decimal.NewFromString(str)
+		want, err2 := decimal.NewFromString(text.String)
+		if !isString || err1 != nil || err2 != nil || !got.Equal(want) {
+			return fmt.Errorf("encoded %s, SELECT %s", raw, text.String)
 		}
 	case !isString: // integer types, YEAR, BIT
 		got, ok1 := new(big.Int).SetString(string(raw), 10)

@@ -215,22 +215,25 @@ func encodeBit(v any) (colValue, error) {
 }
 
 // encodeDecimal writes DECIMAL as a string with exactly the column's
-// scale, as MariaDB prints it.
+// scale, as MariaDB prints it (but without ZEROFILL's leading zeros).
 func encodeDecimal(c *Column, v any) (colValue, error) {
+	var d decimal.Decimal
 	switch x := v.(type) {
 	case decimal.Decimal:
-		return colValue{kind: valueIsString, text: x.StringFixed(int32(c.Scale))}, nil
+		d = x
 	case float64:
 		return colValue{kind: valueIsString, text: strconv.FormatFloat(x, 'f', c.Scale, 64)}, nil
+	default:
+		s, ok := valueText(v)
+		if !ok {
+			return colValue{}, unexpectedType(v)
+		}
+		var err error
+		if d, err = decimal.NewFromString(s); err != nil {
+			return colValue{}, fmt.Errorf("decimal text %q: %w", s, err)
+		}
 	}
-	s, ok := valueText(v)
-	if !ok {
-		return colValue{}, unexpectedType(v)
-	}
-	if _, err := decimal.NewFromString(s); err != nil {
-		return colValue{}, fmt.Errorf("decimal text %q: %w", s, err)
-	}
-	return colValue{kind: valueIsString, text: s}, nil
+	return colValue{kind: valueIsString, text: d.StringFixed(int32(c.Scale))}, nil
 }
 
 // floatDisplayDigits is how many significant digits MariaDB prints of a
