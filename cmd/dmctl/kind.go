@@ -21,6 +21,10 @@ type nameKind struct {
 	configWhat string
 	// stages are the stage key kinds, in the order stop deletes them.
 	stages []keyKind
+	// state are keys the worker writes for the object (a stream's
+	// checkpoint); stop deletes them last, so that an object created again
+	// under the same name starts afresh even if no worker saw the stop.
+	state []keyKind
 	// result is the --output json document of a command that wrote the
 	// expected stage want (empty after stop) of name on sources.
 	result func(name string, want stage.Stage, ignoreUntreated bool, sources []string) any
@@ -67,6 +71,8 @@ var (
 		config:     keyKind{label: "config", prefix: ha.Keys.StreamConfigPrefix, del: (*ha.Store).DeleteStreamConfig},
 		configWhat: "stream config",
 		stages:     []keyKind{streamStage},
+		state: []keyKind{{label: "checkpoint", prefix: ha.Keys.StreamCheckpointPrefix,
+			del: (*ha.Store).DeleteStreamCheckpoint}},
 		result: func(name string, want stage.Stage, ignoreUntreated bool, sources []string) any {
 			return streamResult{Stream: name, Stage: string(want), IgnoreUntreated: ignoreUntreated, Sources: sources}
 		},
@@ -190,8 +196,10 @@ func (k *nameKind) stop(ctx context.Context, e *env, cmd *command, args []string
 		}
 	}
 	for _, s := range sources {
-		if err := k.del(ctx, st, k.config, s, name); err != nil {
-			return err
+		for _, kk := range append([]keyKind{k.config}, k.state...) {
+			if err := k.del(ctx, st, kk, s, name); err != nil {
+				return err
+			}
 		}
 	}
 	return e.emitf(k.result(name, "", false, sources), "%s %s stopped and deleted on source(s) %s\n",

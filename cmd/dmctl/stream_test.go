@@ -100,8 +100,11 @@ func TestStreamCommands(t *testing.T) {
 	}
 	h.fail([]string{"source", "delete", "mysql-01"}, "still has stream(s) orders-cdc")
 
+	// The worker's checkpoint goes with the stream, so a stream created
+	// again under this name starts afresh.
+	h.put("/stream/checkpoint/mysql-01/orders-cdc", `{"binlog-name":"mariadb-bin.000001","binlog-pos":4}`)
 	stop := h.ok("stream", "stop", "orders-cdc")
-	h.absent("/stage/stream/mysql-01/orders-cdc", "/stream/config/mysql-01/orders-cdc")
+	h.absent("/stage/stream/mysql-01/orders-cdc", "/stream/config/mysql-01/orders-cdc", "/stream/checkpoint/mysql-01/orders-cdc")
 	if want := "stream orders-cdc stopped and deleted on source(s) mysql-01\n"; stop.stdout != want || stop.stderr != "" {
 		t.Errorf("stream stop printed %q, stderr %q; want %q and nothing on stderr", stop.stdout, stop.stderr, want)
 	}
