@@ -15,6 +15,33 @@ const (
 // Encoder turns row changes and DDL into Events in one format (DESIGN.md
 // §4). It holds no state between events and may be used from several
 // goroutines.
+//
+// Column values (the same in the key, before and after; binlog and
+// snapshot forms of a value encode alike):
+//   - TINYINT … BIGINT (signed, UNSIGNED, ZEROFILL), YEAR (0 for 0000)
+//     and BIT: JSON numbers with every digit (no float rounding);
+//   - DECIMAL: a string with the column's scale, "-1.50";
+//   - FLOAT: a number with the 6 significant digits MariaDB prints (the
+//     most a snapshot read has); DOUBLE: the shortest number that reads
+//     back as the same double;
+//   - DATE, DATETIME, TIMESTAMP (UTC), TIME: strings in MariaDB's text
+//     form with the column's fractional digits, zero dates kept
+//     ("0000-00-00 00:00:00.000000");
+//   - CHAR, VARCHAR, TEXT, JSON: UTF-8 strings (latin1 converted);
+//     ENUM: the member's name ("" for the invalid index 0); SET: the
+//     members joined by commas; INET4, INET6, UUID: their text form;
+//   - BINARY (padded to its length), VARBINARY, BLOB, spatial types:
+//     base64 strings;
+//   - NULL: null.
+//
+// Debezium values are {"before","after","op","ts_ms","source"}, source
+// being {"name","db","table","file","pos","row","gtid" (null without
+// GTID),"server_id","ts_ms","snapshot"}; a DDL is
+// {"ddl","op":"ddl","ts_ms","source"}. canal-json is TiCDC's with
+// content-compatible=true (official Canal's content): every data value a
+// string or null (ENUM as its index, SET as its bitmask, binary as
+// ISO-8859-1 text), mysqlType the full column type, "old" only the
+// columns an UPDATE changed.
 type Encoder struct {
 	source string
 	format string
