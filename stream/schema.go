@@ -169,6 +169,9 @@ type SchemaCache struct {
 
 	mu     sync.Mutex
 	tables map[schemaTableName]*TableSchema // guarded by mu
+	// gen counts Invalidate calls, so that a read that overlapped one is
+	// not cached (it may predate the DDL). Guarded by mu.
+	gen uint64
 }
 
 type schemaTableName struct{ db, table string }
@@ -185,6 +188,7 @@ func (c *SchemaCache) Table(ctx context.Context, db, table string) (*TableSchema
 	name := schemaTableName{db, table}
 	c.mu.Lock()
 	s, ok := c.tables[name]
+	gen := c.gen
 	c.mu.Unlock()
 	if ok {
 		return s, nil
@@ -194,7 +198,9 @@ func (c *SchemaCache) Table(ctx context.Context, db, table string) (*TableSchema
 		return nil, err
 	}
 	c.mu.Lock()
-	c.tables[name] = s
+	if c.gen == gen {
+		c.tables[name] = s
+	}
 	c.mu.Unlock()
 	return s, nil
 }
@@ -204,6 +210,7 @@ func (c *SchemaCache) Table(ctx context.Context, db, table string) (*TableSchema
 func (c *SchemaCache) Invalidate(db, table string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	for name := range c.tables {
 		if name.db == db && (table == "" || name.table == table) {
 			delete(c.tables, name)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,4 +186,25 @@ func TestSchemaCache(t *testing.T) {
 	if s := table("other", "t"); s != other {
 		t.Error(`Invalidate(app, "") dropped other.t`)
 	}
+
+	// Readers and invalidations at once (for -race); every read is whole.
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				if g%2 == 0 {
+					cache.Invalidate("app", "pk")
+					continue
+				}
+				s, err := cache.Table(ctx, "app", "pk")
+				if err != nil || len(s.Columns) != 4 || !s.HasPK {
+					t.Errorf("concurrent Table(app.pk) = %+v, %v", s, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
