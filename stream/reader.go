@@ -1,0 +1,500 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
+	"github.com/dmworker/dm-worker/pkg/errs"
+)
+
+// batch is what the reader hands the writer: events to write in order and
+// the checkpoint they complete.
+type batch struct {
+	events []Event
+	// end is the end of the last complete transaction read before the
+	// batch was cut (its events are in this batch or earlier ones): the
+	// checkpoint once the batch is acknowledged. nil when it did not move.
+	end *binlog.Location
+	// ts is the header timestamp of the newest event read (0: none yet).
+	ts uint32
+	// caughtUp: the batch was cut because no event came for a while.
+	caughtUp bool
+}
+
+// stream reads the binlog from cp.Location and delivers its changes until
+// ctx is done or something fails. A reader goroutine (this one) decodes,
+// filters, encodes and cuts batches; a writer goroutine writes them to the
+// sink and moves the checkpoint. One batch waits between them at most, so
+// memory stays bounded while reading overlaps writing.
+func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
+	gset, err := mysql.ParseGTIDSet(flavor, cp.Location.GTID)
+	if err != nil {
+		return errs.New(CodeTaskConfig, false, "stream %q: GTID set %q of the start location: %w", t.name, cp.Location.GTID, err)
+	}
+	opener, err := t.opener(flavor)
+	if err != nil {
+		return err
+	}
+	defer opener.Close()
+	st, err := opener.Open(ctx, cp.Location)
+	if err != nil {
+		return stopErr(ctx, t.readError(err, cp.Location))
+	}
+	t.logger.Info("stream reads binlog", zap.Stringer("from", cp.Location), zap.String("gtid", cp.Location.GTID))
+
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ch := make(chan batch, 1)
+	w := &writer{t: t, acked: cp, saved: cp.Location, savedAt: time.Now()}
+	var werr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if werr = w.run(ctx, ch); werr != nil {
+			cancel(werr)
+		}
+	}()
+	r := &reader{t: t, out: ch, cur: cp.Location, end: cp.Location, gset: gset, gtidText: cp.Location.GTID,
+		parser: parser.New(), events: make([]Event, 0, maxBatch)}
+	if _, direct := opener.(*upstream.Opener); direct {
+		r.silenceLimit = int(upstream.SilenceLimit / batchDelay)
+	}
+	rerr := r.loop(rctx, st)
+	close(ch)
+	<-done
+
+	var saveErr error
+	if w.acked.Location != w.saved {
+		saveErr = t.saveOnStop(ctx, w.acked)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return saveErr
+	case werr != nil:
+		return werr
+	case rerr != nil:
+		return rerr
+	}
+	return saveErr
+}
+
+// readError classifies a binlog read error: coded errors (TLS, relay
+// reader) keep their flag; the source refusing the position (1236: purged
+// or unknown binlog) is not resumable; anything else (a lost connection)
+// is.
+func (t *Task) readError(err error, at binlog.Location) error {
+	var c *errs.Coded
+	if errors.As(err, &c) {
+		return err
+	}
+	var myErr *mysql.MyError
+	if errors.As(err, &myErr) && myErr.Code == 1236 {
+		return errs.New(CodeReadBinlog, false,
+			"stream %q: the source cannot send the binlog from %s (gtid %q): %w; resume with ignore-untreated to start at the current position",
+			t.name, at, at.GTID, err)
+	}
+	return errs.New(CodeReadBinlog, true, "stream %q: read binlog after %s: %w", t.name, at, err)
+}
+
+// writer writes batches to the sink and moves the checkpoint; only its
+// goroutine uses it until run returns.
+type writer struct {
+	t       *Task
+	acked   Checkpoint      // everything up to acked.Location is acknowledged
+	saved   binlog.Location // the last location saved
+	savedAt time.Time
+}
+
+// run writes every batch from in until in is closed or a write or save
+// fails.
+func (w *writer) run(ctx context.Context, in <-chan batch) error {
+	for b := range in {
+		if err := w.t.writeEvents(ctx, b.events); err != nil {
+			return err
+		}
+		if b.end != nil {
+			w.acked.Location = *b.end
+		}
+		lag := 0.0
+		if !b.caughtUp && b.ts > 0 {
+			lag = max(0, time.Since(time.Unix(int64(b.ts), 0)).Seconds())
+		}
+		w.t.update(func(st *TaskStatus) {
+			st.LagSeconds = lag
+			st.Checkpoint = w.acked.Location
+		})
+		if w.acked.Location != w.saved && time.Since(w.savedAt) >= saveEvery {
+			if err := w.t.save(ctx, w.acked); err != nil {
+				return err
+			}
+			w.saved, w.savedAt = w.acked.Location, time.Now()
+		}
+	}
+	return nil
+}
+
+// reader is the state of one run's read loop; only that goroutine uses it.
+type reader struct {
+	t      *Task
+	out    chan<- batch
+	parser *parser.Parser
+
+	cur binlog.Location // after the last event read
+	// end is after the last complete transaction read; gset is the GTID
+	// set there, gtidText its text as of the last batch.
+	end      binlog.Location
+	gset     mysql.GTIDSet
+	gsetDirt bool
+	gtidText string
+	gtid     string // GTID of the open transaction ("" when none)
+	inTxn    bool
+	lastTS   uint32
+
+	events   []Event
+	endMoved bool      // end moved since the last batch was cut
+	since    time.Time // when what the next batch holds began to wait
+
+	// silenceLimit: with a stream from the source (which sends
+	// heartbeats), this many idle ticks without any event mean the
+	// connection is dead; 0 for the relay, silent while the source is.
+	silenceLimit int
+	silentTicks  int
+}
+
+// loop reads and handles events until ctx is done or something fails.
+func (r *reader) loop(ctx context.Context, st binlog.Streamer) error {
+	wait := binlog.NewIdleWait(ctx, batchDelay)
+	defer wait.Stop()
+	for {
+		evCtx := wait.Next()
+		ev, err := st.GetEvent(evCtx)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if err != nil {
+			if errors.Is(err, context.Canceled) && wait.Expired(evCtx) {
+				if err := r.idle(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			return r.t.readError(err, r.cur)
+		}
+		r.silentTicks = 0
+		if err := r.handle(ctx, ev); err != nil {
+			return err
+		}
+		if err := r.maybeCut(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// idle runs when no event came for a tick: everything read goes to the
+// writer (which also saves the checkpoint when it is due).
+func (r *reader) idle(ctx context.Context) error {
+	r.silentTicks++
+	if r.silenceLimit > 0 && r.silentTicks >= r.silenceLimit {
+		return errs.New(CodeReadBinlog, true,
+			"stream %q: no binlog event or heartbeat from the source for at least %s; the connection is taken for dead",
+			r.t.name, time.Duration(r.silentTicks)*batchDelay)
+	}
+	return r.cut(ctx, true)
+}
+
+// maybeCut cuts a batch when it is full, when its events waited long
+// enough, or when only the checkpoint moved (changes of tables the stream
+// does not select) for a while.
+func (r *reader) maybeCut(ctx context.Context) error {
+	n := len(r.events)
+	switch {
+	case n >= maxBatch:
+	case n == 0 && !r.endMoved:
+		return nil
+	case n > 0 && time.Since(r.since) >= batchDelay:
+	case n == 0 && time.Since(r.since) >= saveEvery:
+	default:
+		return nil
+	}
+	return r.cut(ctx, false)
+}
+
+// cut hands the events read so far and the checkpoint they complete to
+// the writer, waiting while it still has the previous batch.
+func (r *reader) cut(ctx context.Context, idle bool) error {
+	b := batch{events: r.events, ts: r.lastTS, caughtUp: idle}
+	if r.endMoved {
+		if r.gsetDirt {
+			r.gtidText, r.gsetDirt = r.gset.String(), false
+		}
+		end := r.end
+		end.GTID = r.gtidText
+		b.end = &end
+	}
+	if len(b.events) > 0 {
+		r.events = make([]Event, 0, maxBatch)
+	}
+	r.endMoved, r.since = false, time.Time{}
+	select {
+	case r.out <- b:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// waiting notes that the next batch has something from now on.
+func (r *reader) waiting() {
+	if r.since.IsZero() {
+		r.since = time.Now()
+	}
+}
+
+// handle processes one event.
+func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	h := ev.Header
+	if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+		return nil
+	}
+	if h.LogPos > 0 {
+		r.cur.Pos = h.LogPos
+	}
+	if h.Timestamp > 0 {
+		r.lastTS = h.Timestamp
+	}
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		r.cur.Name, r.cur.Pos = string(e.NextLogName), uint32(e.Position)
+		if !r.inTxn && (r.end.Name != r.cur.Name || r.end.Pos != r.cur.Pos) {
+			r.end.Name, r.end.Pos = r.cur.Name, r.cur.Pos
+			r.endMoved = true
+			r.waiting()
+		}
+	case *replication.MariadbGTIDEvent:
+		gtid, standalone, err := binlog.MariadbGTID(ev)
+		if err != nil {
+			return errs.New(CodeReadBinlog, false, "stream %q: at binlog %s: %w", r.t.name, r.cur, err)
+		}
+		r.gtid, r.inTxn = gtid, !standalone
+	case *replication.GTIDEvent:
+		r.gtid = binlog.MySQLGTID(e)
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query))
+		switch strings.ToUpper(q) {
+		case "BEGIN":
+			r.inTxn = true
+		case "COMMIT", "ROLLBACK":
+			return r.commit()
+		default:
+			if err := r.ddl(ctx, ev, e, q); err != nil {
+				return err
+			}
+			if !r.inTxn {
+				return r.commit()
+			}
+		}
+	case *replication.RowsEvent:
+		return r.rows(ctx, ev, e)
+	case *replication.XIDEvent:
+		return r.commit()
+	}
+	return nil
+}
+
+// commit ends the current transaction: its GTID joins the set and its end
+// becomes the checkpoint once everything before is acknowledged.
+func (r *reader) commit() error {
+	if r.gtid != "" {
+		if err := r.gset.Update(r.gtid); err != nil {
+			return errs.New(CodeReadBinlog, false, "stream %q: add GTID %q to %q: %w", r.t.name, r.gtid, r.gset.String(), err)
+		}
+		r.gtid, r.gsetDirt = "", true
+	}
+	r.inTxn = false
+	r.end = binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
+	r.endMoved = true
+	r.waiting()
+	return nil
+}
+
+// position is the Position of row i of the event ev.
+func (r *reader) position(ev *replication.BinlogEvent, i int) Position {
+	h := ev.Header
+	return Position{File: r.cur.Name, Pos: h.LogPos, Row: i, GTID: r.gtid, ServerID: h.ServerID, TsMs: int64(h.Timestamp) * 1000}
+}
+
+// rowOps maps a rows event kind to the event op.
+var rowOps = map[binlog.RowsKind]string{binlog.RowsInsert: "c", binlog.RowsUpdate: "u", binlog.RowsDelete: "d"}
+
+// rows turns the rows of one rows event of a selected table into events.
+func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
+	kind, ok := binlog.RowsEventKind(ev.Header.EventType)
+	if !ok || e.Table == nil {
+		return nil
+	}
+	r.inTxn = true
+	db, table := string(e.Table.Schema), string(e.Table.Table)
+	if !r.t.tables.TableAllowed(db, table) {
+		return nil
+	}
+	s, err := r.t.schemas.Table(ctx, db, table)
+	if err != nil {
+		if errors.Is(err, ErrTableNotFound) {
+			return errs.New(CodeSchema, false, "stream %q: rows of %s.%s at binlog %s: %w; resume with ignore-untreated to skip past them",
+				r.t.name, db, table, r.cur, err)
+		}
+		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.cur)
+	}
+	op := rowOps[kind]
+	step := 1
+	if kind == binlog.RowsUpdate {
+		step = 2
+	}
+	for i := 0; i+step <= len(e.Rows); i += step {
+		var before, after []any
+		switch kind {
+		case binlog.RowsInsert:
+			after = e.Rows[i]
+		case binlog.RowsDelete:
+			before = e.Rows[i]
+		case binlog.RowsUpdate:
+			before, after = e.Rows[i], e.Rows[i+1]
+		}
+		event, err := r.t.enc.Row(s, op, before, after, r.position(ev, i/step))
+		if err != nil {
+			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.cur, err)
+		}
+		if err := r.add(ctx, event); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add appends an event to the next batch, cutting it when full (also in
+// the middle of a transaction: the checkpoint moves only at its end).
+func (r *reader) add(ctx context.Context, ev Event) error {
+	r.events = append(r.events, ev)
+	r.waiting()
+	if len(r.events) >= maxBatch {
+		return r.cut(ctx, false)
+	}
+	return nil
+}
+
+// ddl turns a query event that is not BEGIN/COMMIT into a DDL event when
+// it is DDL of a selected table or database, and forgets the cached
+// schemas of the tables it names.
+func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replication.QueryEvent, query string) error {
+	schema := string(e.Schema)
+	targets, isDDL, err := ddlTargets(r.parser, schema, query)
+	if err != nil {
+		// MariaDB syntax the parser does not know: attributed to the
+		// default schema, whose cached tables are all forgotten.
+		r.t.logger.Warn("stream cannot parse a statement of the binlog; it is delivered as a DDL of its default schema",
+			zap.Stringer("at", r.cur), zap.String("schema", schema), zap.String("query", clip(query)), zap.Error(err))
+		if schema == "" {
+			return nil
+		}
+		targets, isDDL = []ddlTarget{{db: schema}}, true
+	}
+	if !isDDL {
+		return nil
+	}
+	var first *ddlTarget
+	for i, tg := range targets {
+		r.t.schemas.Invalidate(tg.db, tg.table)
+		allowed := r.t.tables.SchemaAllowed(tg.db)
+		if tg.table != "" {
+			allowed = r.t.tables.TableAllowed(tg.db, tg.table)
+		}
+		if allowed && first == nil {
+			first = &targets[i]
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	event, err := r.t.enc.DDL(first.db, first.table, query, r.position(ev, 0))
+	if err != nil {
+		return errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", r.t.name, r.cur, clip(query), err)
+	}
+	return r.add(ctx, event)
+}
+
+// ddlTarget is a database (table "") or table a DDL statement names.
+type ddlTarget struct{ db, table string }
+
+// ddlTargets parses a query event's statement(s) and returns the
+// databases and tables they name, in order; isDDL is false for statements
+// that are not DDL (grants, SAVEPOINT, ...). Unqualified tables are in
+// schema.
+func ddlTargets(p *parser.Parser, schema, query string) (targets []ddlTarget, isDDL bool, err error) {
+	nodes, _, err := p.Parse(query, "", "")
+	if err != nil {
+		return nil, false, err
+	}
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *ast.CreateDatabaseStmt:
+			targets = append(targets, ddlTarget{db: n.Name.O})
+		case *ast.DropDatabaseStmt:
+			targets = append(targets, ddlTarget{db: n.Name.O})
+		case *ast.AlterDatabaseStmt:
+			db := n.Name.O
+			if n.AlterDefaultDatabase {
+				db = schema
+			}
+			targets = append(targets, ddlTarget{db: db})
+		case ast.DDLNode:
+			v := &tableCollector{schema: schema}
+			n.Accept(v)
+			targets = append(targets, v.tables...)
+		default:
+			continue
+		}
+		isDDL = true
+	}
+	return targets, isDDL, nil
+}
+
+// tableCollector collects the tables an AST names, qualified.
+type tableCollector struct {
+	schema string
+	tables []ddlTarget
+}
+
+// Enter records table names.
+func (v *tableCollector) Enter(n ast.Node) (ast.Node, bool) {
+	if t, ok := n.(*ast.TableName); ok {
+		db := t.Schema.O
+		if db == "" {
+			db = v.schema
+		}
+		v.tables = append(v.tables, ddlTarget{db: db, table: t.Name.O})
+	}
+	return n, false
+}
+
+// Leave continues the walk.
+func (v *tableCollector) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// clip shortens a statement for logs and errors.
+func clip(q string) string {
+	const limit = 200
+	if len(q) <= limit {
+		return q
+	}
+	return q[:limit] + "…"
+}

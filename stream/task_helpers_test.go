@@ -1,0 +1,437 @@
+package stream
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
+)
+
+// taskTimeout bounds every wait for a task to catch up.
+const taskTimeout = 60 * time.Second
+
+// taskEnv is a source MariaDB with binlog, a root pool for changes and the
+// source user's pool the task reads schemas and snapshots with.
+type taskEnv struct {
+	src  *mariadbtest.Instance
+	root *sql.DB // root, parseTime off, UTC
+	db   *sql.DB // the source user's, as the task's DB
+}
+
+func newTaskEnv(t *testing.T) *taskEnv {
+	t.Helper()
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
+	return &taskEnv{src: src, root: encSourceDB(t, src, mariadbtest.RootUser, ""),
+		db: encSourceDB(t, src, mariadbtest.SourceUser, mariadbtest.SourcePassword)}
+}
+
+func (e *taskEnv) source() *config.SourceConfig {
+	return &config.SourceConfig{SourceID: "mysql-01", From: config.DBConfig{
+		Host: e.src.Host(), Port: e.src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword}}
+}
+
+// streamConfig is a stream of the app schema.
+func taskStream(name string, snapshot bool) *config.StreamConfig {
+	return &config.StreamConfig{Name: name, SourceID: "mysql-01", Snapshot: snapshot, EventFormat: FormatDebezium,
+		BAList: config.BAList{DoDBs: []string{"app"}}}
+}
+
+// saves records every checkpoint a task saves.
+type saves struct {
+	mu  sync.Mutex
+	all []Checkpoint
+}
+
+func (s *saves) save(_ context.Context, cp Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, cp)
+	return nil
+}
+
+// last is the newest checkpoint saved (zero when none).
+func (s *saves) last() Checkpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.all) == 0 {
+		return Checkpoint{}
+	}
+	return s.all[len(s.all)-1]
+}
+
+// memSink keeps the events it acknowledged in order; failAfter > 0 makes
+// the write after that many more writes fail (and every later one).
+type memSink struct {
+	mu        sync.Mutex
+	events    []Event
+	writes    int
+	failAfter int // writes still allowed; -1 = no limit
+	closed    bool
+}
+
+func newMemSink() *memSink { return &memSink{failAfter: -1} }
+
+func (s *memSink) Probe(context.Context) error { return nil }
+
+func (s *memSink) Write(_ context.Context, batch []Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failAfter == 0 {
+		return errors.New("memSink: broker unreachable")
+	}
+	if s.failAfter > 0 {
+		s.failAfter--
+	}
+	s.writes++
+	s.events = append(s.events, batch...)
+	return nil
+}
+
+func (s *memSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func (s *memSink) failAfterWrites(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failAfter = n
+}
+
+func (s *memSink) all() []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Event(nil), s.events...)
+}
+
+// runningTask is a task's Run in a goroutine.
+type runningTask struct {
+	task   *Task
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startTask(t *testing.T, cfg TaskConfig) *runningTask {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t)
+	}
+	task, err := NewTask(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningTask{task: task, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- task.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels the run and returns what Run returned.
+func (r *runningTask) stop(t *testing.T) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if ok {
+			close(r.done)
+		}
+		return err
+	case <-time.After(taskTimeout):
+		t.Fatal("stream task did not stop within its timeout")
+		return nil
+	}
+}
+
+// wait returns what Run returned once it returns by itself.
+func (r *runningTask) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		close(r.done)
+		return err
+	case <-time.After(taskTimeout):
+		t.Fatalf("stream task still runs after %s (status %+v)", taskTimeout, r.task.Status())
+		return nil
+	}
+}
+
+// waitCaughtUp waits until the task acknowledged everything up to the
+// source's current position.
+func (r *runningTask) waitCaughtUp(t *testing.T, e *taskEnv) {
+	t.Helper()
+	file, pos, _ := e.src.MasterStatus(t)
+	want := binlog.Location{Name: file, Pos: pos}
+	testutil.Eventually(t, taskTimeout, "stream checkpoint reaches "+want.String(), func() error {
+		st := r.task.Status()
+		if st.Checkpoint.Compare(want) < 0 {
+			return fmt.Errorf("state %s, checkpoint %s, events %d, err %v", st.State, st.Checkpoint, st.Events, st.Err)
+		}
+		return nil
+	})
+}
+
+// record is one event as a sink carries it.
+type record struct {
+	Key   json.RawMessage `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// fileRecords reads every line of a file sink's files in order.
+func fileRecords(t *testing.T, dir string) []record {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(paths)
+	var out []record
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var r record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: line %q: %v", p, sc.Text(), err)
+			}
+			out = append(out, r)
+		}
+		_ = f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func memRecords(events []Event) []record {
+	out := make([]record, len(events))
+	for i, ev := range events {
+		out[i] = record{Key: ev.Key, Value: ev.Value}
+	}
+	return out
+}
+
+// debeziumValue is the part of a debezium event value the tests apply.
+type debeziumValue struct {
+	Before map[string]json.RawMessage `json:"before"`
+	After  map[string]json.RawMessage `json:"after"`
+	Op     string                     `json:"op"`
+	DDL    string                     `json:"ddl"`
+	Source struct {
+		DB    string `json:"db"`
+		Table string `json:"table"`
+	} `json:"source"`
+}
+
+func decodeValue(t *testing.T, r record) debeziumValue {
+	t.Helper()
+	var v debeziumValue
+	d := json.NewDecoder(strings.NewReader(string(r.Value)))
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("event value %s: %v", r.Value, err)
+	}
+	return v
+}
+
+// applier applies debezium events to copies of the source's tables in
+// schema copyDB: c/r/u as REPLACE of the after image (after deleting the
+// before image's key for u), d as DELETE by key.
+type applier struct {
+	db     *sql.DB
+	copyDB string
+	cols   map[string]map[string]string // table → column → DATA_TYPE
+	keys   map[string][]string          // table → key columns
+}
+
+func newApplier(t *testing.T, db *sql.DB, copyDB string, tables map[string][]string) *applier {
+	t.Helper()
+	a := &applier{db: db, copyDB: copyDB, cols: map[string]map[string]string{}, keys: tables}
+	for table := range tables {
+		rows, err := db.Query("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", copyDB, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.cols[table] = map[string]string{}
+		for rows.Next() {
+			var c, typ string
+			if err := rows.Scan(&c, &typ); err != nil {
+				t.Fatal(err)
+			}
+			a.cols[table][c] = typ
+		}
+		_ = rows.Close()
+	}
+	return a
+}
+
+// arg turns an event value of a column into an SQL argument.
+func (a *applier) arg(table, col string, raw json.RawMessage) (any, error) {
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	switch a.cols[table][col] {
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, err
+		}
+		return base64.StdEncoding.DecodeString(s)
+	case "bit":
+		return strconv.ParseUint(string(raw), 10, 64)
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	// Integers as numbers: YEAR takes 0 as 0000 but '0' as 2000.
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n, nil
+	}
+	if n, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
+		return n, nil
+	}
+	return string(raw), nil
+}
+
+func (a *applier) apply(t *testing.T, records []record) {
+	t.Helper()
+	for i, r := range records {
+		v := decodeValue(t, r)
+		table := v.Source.Table
+		if v.DDL != "" || a.keys[table] == nil {
+			continue
+		}
+		if err := a.applyOne(table, v); err != nil {
+			t.Fatalf("apply event %d (%s): %v", i, r.Value, err)
+		}
+	}
+}
+
+func (a *applier) applyOne(table string, v debeziumValue) error {
+	target := "`" + a.copyDB + "`.`" + table + "`"
+	if v.Op == "u" || v.Op == "d" {
+		var where []string
+		var args []any
+		for _, k := range a.keys[table] {
+			arg, err := a.arg(table, k, v.Before[k])
+			if err != nil {
+				return err
+			}
+			where, args = append(where, "`"+k+"` = ?"), append(args, arg)
+		}
+		if _, err := a.db.Exec("DELETE FROM "+target+" WHERE "+strings.Join(where, " AND "), args...); err != nil {
+			return err
+		}
+	}
+	if v.Op == "d" {
+		return nil
+	}
+	var cols, marks []string
+	var args []any
+	for c, raw := range v.After {
+		arg, err := a.arg(table, c, raw)
+		if err != nil {
+			return fmt.Errorf("column %s: %w", c, err)
+		}
+		cols, marks, args = append(cols, "`"+c+"`"), append(marks, "?"), append(args, arg)
+	}
+	_, err := a.db.Exec("REPLACE INTO "+target+" ("+strings.Join(cols, ", ")+") VALUES ("+strings.Join(marks, ", ")+")", args...)
+	return err
+}
+
+// checksum is CHECKSUM TABLE of db.table.
+func checksum(t *testing.T, db *sql.DB, db2, table string) int64 {
+	t.Helper()
+	var name string
+	var sum sql.NullInt64
+	if err := db.QueryRow("CHECKSUM TABLE `"+db2+"`.`"+table+"`").Scan(&name, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum.Int64
+}
+
+// copyTables creates empty copies of app's tables in schema copy.
+func (e *taskEnv) copyTables(t *testing.T, tables ...string) {
+	t.Helper()
+	encExec(t, e.root, "CREATE DATABASE IF NOT EXISTS copy")
+	for _, tb := range tables {
+		encExec(t, e.root, "DROP TABLE IF EXISTS copy."+tb, "CREATE TABLE copy."+tb+" LIKE app."+tb)
+	}
+}
+
+// sameTables checks that each copy has the source table's checksum and
+// row count.
+func (e *taskEnv) sameTables(t *testing.T, tables ...string) {
+	t.Helper()
+	for _, tb := range tables {
+		src, dst := checksum(t, e.root, "app", tb), checksum(t, e.root, "copy", tb)
+		if src != dst {
+			var n1, n2 int
+			_ = e.root.QueryRow("SELECT COUNT(*) FROM app." + tb).Scan(&n1)
+			_ = e.root.QueryRow("SELECT COUNT(*) FROM copy." + tb).Scan(&n2)
+			t.Errorf("table %s: checksum %d (%d rows) on the source, %d (%d rows) from the events; columns that differ: %s",
+				tb, src, n1, dst, n2, e.columnDiff(t, tb))
+		}
+	}
+}
+
+// columnDiff names the columns of app.table whose values (as a sorted
+// list) differ in copy.table, with both lists clipped.
+func (e *taskEnv) columnDiff(t *testing.T, table string) string {
+	t.Helper()
+	rows, err := e.root.Query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = ?", table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	_ = rows.Close()
+	var out []string
+	for _, c := range cols {
+		col := "`" + c + "`"
+		q := "SELECT IFNULL(GROUP_CONCAT(IFNULL(CONCAT(HEX(" + col + "), '/', " + col + ", '/', IFNULL(" + col + " + 0e0, '')), 'NULL') ORDER BY 1 SEPARATOR ' '), '') FROM `%s`.`" + table + "`"
+		var a, b string
+		if err := e.root.QueryRow(fmt.Sprintf(q, "app")).Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.root.QueryRow(fmt.Sprintf(q, "copy")).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		if a != b {
+			out = append(out, fmt.Sprintf("%s: source %.200s, events %.200s", c, a, b))
+		}
+	}
+	return strings.Join(out, "; ")
+}
