@@ -185,6 +185,7 @@ type encEnv struct {
 // MariaDB lacks).
 func newEncEnv(ctx context.Context, t *testing.T, table, ddl string, skipOnError bool) *encEnv {
 	t.Helper()
+	encNoLeaks(t)
 	env := &encEnv{src: mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})}
 	env.root = encSourceDB(t, env.src, mariadbtest.RootUser, "")
 	encExec(t, env.root, "CREATE DATABASE app")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 )
@@ -32,6 +33,15 @@ func encSourceDB(t *testing.T, i *mariadbtest.Instance, user, password string) *
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// encNoLeaks checks, after every other cleanup of t, that t left no
+// goroutine behind (pools closing their connection opener may take a
+// moment, which goleak waits for).
+func encNoLeaks(t *testing.T) {
+	t.Helper()
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 }
 
 func encExec(t *testing.T, db *sql.DB, queries ...string) {
@@ -106,6 +116,7 @@ func TestSchemaNewColumn(t *testing.T) {
 // columns, all columns), members of ENUM / SET with quotes and commas, a
 // missing table, and invalidation after DDL.
 func TestSchemaCache(t *testing.T) {
+	encNoLeaks(t)
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", FastCommit: true})
 	root := encSourceDB(t, src, mariadbtest.RootUser, "")
 	encExec(t, root,
