@@ -105,13 +105,19 @@ func (s *Server) ensureSourceWorker(src string, cfg, connCfg *config.SourceConfi
 		return sw, runCtx
 	}
 	var nsw *SourceWorker
-	factory := s.cfg.NewFactory(connCfg, func() binlog.StreamOpener { return nsw.RelayReader() })
+	relay := func() binlog.StreamOpener { return nsw.RelayReader() }
+	factory := s.cfg.NewFactory(connCfg, relay)
+	var streams *StreamRuntime
+	if s.cfg.NewStreams != nil {
+		streams = s.cfg.NewStreams(connCfg, s.cfg.StreamMeta, s.cfg.StreamMetaErr, relay, s.log)
+	}
 	nsw = NewSourceWorker(SourceWorkerConfig{
 		Source: connCfg, Store: s.store, Factory: withSecrets(factory, s.cfg.SecretKey), SecretKey: s.cfg.SecretKey,
 		NewRelay: s.cfg.NewRelay,
 		Metrics:  s.cfg.Metrics, Logger: s.log, Clock: s.cfg.Clock,
 		CheckInterval:   s.cfg.CheckInterval,
 		WatchBackoffMin: s.cfg.WatchBackoffMin, WatchBackoffMax: s.cfg.WatchBackoffMax,
+		Streams: streams,
 	})
 	nsw.Start(runCtx)
 	nsw.EnableSubTasks(runCtx)

@@ -28,6 +28,16 @@ const (
 	CodeSubTaskNameInvalid        = "subtask-name-invalid"
 	CodeRelayStageMalformed       = "relay-stage-malformed"
 	CodeRelayCreateFailed         = "relay-create-failed"
+	CodeStreamStageWithoutConfig  = "stream-stage-without-config"
+	CodeStreamValueMalformed      = "stream-value-malformed"
+	CodeStreamConfigInvalid       = "stream-config-invalid"
+	CodeStreamNameInvalid         = "stream-name-invalid"
+	// CodeStreamMetaUnavailable: the local stream meta store cannot be
+	// opened, read or written (a corrupt or locked file, a full disk).
+	CodeStreamMetaUnavailable = "stream-meta-unavailable"
+	// CodeStreamIgnoreUntreated: a resume with ignore-untreated could not
+	// read the source's current position.
+	CodeStreamIgnoreUntreated = "stream-ignore-untreated"
 )
 
 // Failures a SubTask puts into its Result outside a unit's Process.

@@ -96,8 +96,15 @@ func (s *Server) routes(gatherer prometheus.Gatherer) []route {
 			writeError(w, subtaskNotFound(name))
 		}},
 		{"/api/v1/streams/{stream}", get, func(w http.ResponseWriter, r *http.Request) {
+			name := r.PathValue("stream")
+			for _, st := range s.Status().Streams {
+				if st.Name == name {
+					writeJSON(w, http.StatusOK, st)
+					return
+				}
+			}
 			writeError(w, &APIError{http.StatusNotFound, CodeStreamNotFound,
-				fmt.Sprintf("stream %q not found on worker %q", r.PathValue("stream"), s.cfg.Name)})
+				fmt.Sprintf("stream %q not found on worker %q", name, s.cfg.Name)})
 		}},
 		{"/api/v1/relay/purge", post, s.handlePurge},
 		{"/api/v1/subtasks/{task}/handle-error", post, s.handleHandleError},

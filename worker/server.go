@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
+	"github.com/dmworker/dm-worker/stream"
 )
 
 // ServerConfig is what a Server is built from.
@@ -28,6 +29,14 @@ type ServerConfig struct {
 	// NewFactory builds the unit factory of each bound source.
 	NewFactory FactoryBuilder
 	NewRelay   RelayFactory
+	// NewStreams builds the stream runtime of each bound source; nil: the
+	// worker does not run stream tasks (their keys are not watched).
+	NewStreams StreamRuntimeBuilder
+	// StreamMeta is the worker's stream meta store, opened by the caller
+	// (OpenStreamMeta); StreamMetaErr says why it could not be, for the
+	// status of every stream. The Server does not close it.
+	StreamMeta    *stream.Meta
+	StreamMetaErr error
 	// SecretKey is the --secret-key-path key (nil: none): source and
 	// subtask passwords that are ciphertexts are decrypted with it before
 	// connecting (DESIGN.md §4a).
@@ -42,19 +51,6 @@ type ServerConfig struct {
 	// CheckInterval and the watch backoffs are passed to SourceWorkers.
 	CheckInterval                    time.Duration
 	WatchBackoffMin, WatchBackoffMax time.Duration
-}
-
-// (DESIGN.md §6).
-type WorkerStatus struct {
-	Worker   string          `json:"worker"`
-	Addr     string          `json:"addr"`
-	Source   string          `json:"source"`
-	Relay    RelayStatus     `json:"relay"`
-	SubTasks []SubTaskStatus `json:"subtasks"`
-	Streams  []any           `json:"streams"`
-	// Errors lists problems that belong to no running subtask: the bound
-	// source's config, tasks whose keys cannot be acted on.
-	Errors []TaskError `json:"errors"`
 }
 
 // Server is the worker process's control plane: it registers the worker in

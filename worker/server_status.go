@@ -9,6 +9,18 @@ import (
 )
 
 // WorkerStatus is the JSON of GET /api/v1/status and of P/status/{worker}
+// (DESIGN.md §6).
+type WorkerStatus struct {
+	Worker   string          `json:"worker"`
+	Addr     string          `json:"addr"`
+	Source   string          `json:"source"`
+	Relay    RelayStatus     `json:"relay"`
+	SubTasks []SubTaskStatus `json:"subtasks"`
+	Streams  []StreamStatus  `json:"streams"`
+	// Errors lists problems that belong to no running subtask: the bound
+	// source's config, tasks whose keys cannot be acted on.
+	Errors []TaskError `json:"errors"`
+}
 
 // Status is the worker status of DESIGN.md §6.
 func (s *Server) Status() WorkerStatus {
@@ -17,11 +29,11 @@ func (s *Server) Status() WorkerStatus {
 	s.mu.Unlock()
 	st := WorkerStatus{
 		Worker: s.cfg.Name, Addr: s.cfg.Addr,
-		Relay: RelayStatus{Enabled: false}, SubTasks: []SubTaskStatus{}, Streams: []any{}, Errors: []TaskError{},
+		Relay: RelayStatus{Enabled: false}, SubTasks: []SubTaskStatus{}, Streams: []StreamStatus{}, Errors: []TaskError{},
 	}
 	if sw != nil {
 		ss := sw.Status()
-		st.Source, st.Relay, st.SubTasks, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Errors
+		st.Source, st.Relay, st.SubTasks, st.Streams, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Streams, ss.Errors
 	}
 	if swarn != nil {
 		st.Errors = append([]TaskError{*swarn}, st.Errors...)

@@ -25,17 +25,18 @@ type SourceStatus struct {
 	Source   string          `json:"source"`
 	Relay    RelayStatus     `json:"relay"`
 	SubTasks []SubTaskStatus `json:"subtasks"`
+	Streams  []StreamStatus  `json:"streams"`
 	Errors   []TaskError     `json:"errors"`
 }
 
 // Status is a snapshot of the source worker; subtasks sorted by name.
 func (w *SourceWorker) Status() SourceStatus {
 	tasks := w.subTasks.list()
-	taskErrs, taskWarns, badKeys, seen := w.subTasks.recorded()
+	taskErrs, taskWarns := w.subTasks.recorded()
 	relayEnabled := w.enabled(&w.relayWatches)
 	relay, relayErr, relayWarn := w.relay.recorded()
 
-	out := SourceStatus{Source: w.source, SubTasks: make([]SubTaskStatus, 0, len(tasks)), Errors: []TaskError{}}
+	out := SourceStatus{Source: w.source, SubTasks: make([]SubTaskStatus, 0, len(tasks)), Streams: []StreamStatus{}, Errors: []TaskError{}}
 	for _, st := range tasks {
 		s := st.Status()
 		if e, ok := taskErrs[s.Name]; ok {
@@ -52,12 +53,11 @@ func (w *SourceWorker) Status() SourceStatus {
 	if relayEnabled && relayWarn != nil {
 		out.Errors = append(out.Errors, TaskError{Error: *relayWarn})
 	}
-	for _, key := range badKeys {
-		name := key[strings.LastIndexByte(key, '/')+1:]
-		out.Errors = append(out.Errors, TaskError{Task: name, Error: errs.Error{
-			Code: CodeSubTaskNameInvalid, Resumable: false, Time: seen[key],
-			Message: fmt.Sprintf("etcd key %s: %v; delete the key and use a valid task name", key, config.ValidateName("task", name)),
-		}})
+	out.Errors = append(out.Errors, badKeyErrors(w.subTasks.bad, "task", CodeSubTaskNameInvalid)...)
+	if w.streams != nil {
+		streams, streamErrs := w.streams.status()
+		out.Streams = streams
+		out.Errors = append(out.Errors, streamErrs...)
 	}
 	slices.SortFunc(out.Errors, func(a, b TaskError) int { return strings.Compare(a.Task, b.Task) })
 	out.Relay = relayStatus(relayEnabled, relay, relayErr)
@@ -82,4 +82,19 @@ func relayStatus(enabled bool, h RelayHolder, ctlErr *errs.Error) RelayStatus {
 		st.Errors = append(st.Errors, *ctlErr)
 	}
 	return st
+}
+
+// badKeyErrors are the status entries of the watched keys whose names are
+// not valid names of kind ("task", "stream").
+func badKeyErrors(bad *badKeys, kind, code string) []TaskError {
+	keys, seen := bad.list()
+	out := make([]TaskError, 0, len(keys))
+	for _, key := range keys {
+		name := key[strings.LastIndexByte(key, '/')+1:]
+		out = append(out, TaskError{Task: name, Error: errs.Error{
+			Code: code, Resumable: false, Time: seen[key],
+			Message: fmt.Sprintf("etcd key %s: %v; delete the key and use a valid %s name", key, config.ValidateName(kind, name), kind),
+		}})
+	}
+	return out
 }

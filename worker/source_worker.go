@@ -46,6 +46,9 @@ type SourceWorkerConfig struct {
 	QuietWindow time.Duration
 	// WatchBackoffMin/Max bound the relist backoff of the watch loops.
 	WatchBackoffMin, WatchBackoffMax time.Duration
+	// Streams runs the source's stream tasks; nil: this worker does not
+	// watch stream keys.
+	Streams *StreamRuntime
 }
 
 // SourceWorker manages one bound upstream source: it watches the subtask,
@@ -65,6 +68,7 @@ type SourceWorker struct {
 	watcher  watcher
 	subTasks *subTaskReconciler
 	relay    *relayReconciler
+	streams  *streamReconciler // nil without cfg.Streams
 
 	cancel context.CancelFunc // cancels every goroutine started by Start
 	wg     sync.WaitGroup     // Start's goroutines
@@ -109,6 +113,9 @@ func NewSourceWorker(cfg SourceWorkerConfig) *SourceWorker {
 	}
 	w.subTasks = newSubTaskReconciler(cfg, log, func() bool { return w.enabled(&w.subWatches) })
 	w.relay = newRelayReconciler(cfg, log, func() bool { return w.enabled(&w.relayWatches) }, w.subTasks.purgeBlocker)
+	if cfg.Streams != nil {
+		w.streams = newStreamReconciler(cfg, log, func() bool { return w.enabled(&w.subWatches) })
+	}
 	return w
 }
 
@@ -121,6 +128,9 @@ func (w *SourceWorker) Start(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(ctx)
 	runner := &reconcileRunner{queue: w.queue, metrics: w.cfg.Metrics, log: w.log,
 		byKind: map[string]Reconciler{kindSubTask: w.subTasks, kindRelay: w.relay}}
+	if w.streams != nil {
+		runner.byKind[kindStream] = w.streams
+	}
 	runner.start(ctx, &w.wg, w.cfg.Workers)
 	chk := NewChecker(CheckerConfig{
 		Enable:      w.cfg.Source.Checker.CheckEnable,
@@ -140,24 +150,36 @@ func (w *SourceWorker) Start(ctx context.Context) {
 	}()
 }
 
-// EnableSubTasks starts watching the subtask and validator keys of the
-// source; subtasks are created as their keys say.
+// EnableSubTasks starts watching the subtask, validator and stream keys of
+// the source; subtasks and stream tasks are created as their keys say.
 func (w *SourceWorker) EnableSubTasks(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.subWatches != nil || w.closed {
 		return
 	}
-	w.subWatches = startWatchSet(ctx, w.watcher, w.subTasks.watchSpecs()...)
+	specs := w.subTasks.watchSpecs()
+	if w.streams != nil {
+		specs = append(specs, w.streams.watchSpecs()...)
+	}
+	w.subWatches = startWatchSet(ctx, w.watcher, specs...)
 }
 
-// DisableSubTasks stops watching subtask keys and closes every subtask
-// gracefully.
+// DisableSubTasks stops watching subtask and stream keys and closes every
+// subtask and stream task gracefully.
 func (w *SourceWorker) DisableSubTasks() {
 	if !w.stopWatches(&w.subWatches) {
 		return
 	}
 	w.subTasks.removeAll((*SubTask).Close)
+	w.closeStreams()
+}
+
+// closeStreams stops every stream task with its checkpoint saved.
+func (w *SourceWorker) closeStreams() {
+	if w.streams != nil {
+		w.streams.closeAll()
+	}
 }
 
 // EnableRelay starts watching the relay stage of the source.
@@ -221,9 +243,15 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 	r := w.relay.disable()
 
 	// Data plane first: on lease loss every write must stop before anything
-	// else happens.
+	// else happens. Stream tasks stop with their checkpoints saved either
+	// way: they write to sinks whose consumers drop replays.
 	var wg sync.WaitGroup
 	w.subTasks.removeAllAsync(&wg, stopTask)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.closeStreams()
+	}()
 	if r != nil {
 		wg.Add(1)
 		go func() {
@@ -249,8 +277,12 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 	// A reconciler may have created a subtask or a relay between the first
 	// sweep and its exit; nothing can create one now.
 	w.subTasks.removeAll(stopTask)
+	w.closeStreams()
 	if r := w.relay.disable(); r != nil {
 		stopRelay(r)
+	}
+	if w.cfg.Streams != nil && w.cfg.Streams.Close != nil {
+		w.cfg.Streams.Close()
 	}
 }
 
@@ -263,6 +295,11 @@ func (w *SourceWorker) resumables() []Resumable {
 	}
 	if r := w.relay.holder(); r != nil {
 		out = append(out, r)
+	}
+	if w.streams != nil {
+		for _, h := range w.streams.list() {
+			out = append(out, h)
+		}
 	}
 	return out
 }

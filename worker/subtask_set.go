@@ -3,7 +3,6 @@ package worker
 import (
 	"maps"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -189,14 +188,11 @@ func (r *subTaskReconciler) setWarn(name string, warn *errs.Error) {
 	r.warns[name] = *warn
 }
 
-// recorded returns copies of the errors and warnings of tasks and the bad
-// keys with their first-seen times, for status.
-func (r *subTaskReconciler) recorded() (taskErrs, taskWarns map[string]errs.Error, bad []string, seen map[string]time.Time) {
+// recorded returns copies of the errors and warnings of tasks, for status.
+func (r *subTaskReconciler) recorded() (taskErrs, taskWarns map[string]errs.Error) {
 	r.mu.Lock()
-	taskErrs, taskWarns = maps.Clone(r.errs), maps.Clone(r.warns)
-	r.mu.Unlock()
-	bad, seen = r.bad.list()
-	return taskErrs, taskWarns, bad, seen
+	defer r.mu.Unlock()
+	return maps.Clone(r.errs), maps.Clone(r.warns)
 }
 
 // purgeBlocker names the paused or new subtask that needs the oldest relay

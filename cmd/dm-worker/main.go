@@ -115,13 +115,23 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	if err != nil {
 		return err
 	}
+	// A meta store that cannot be opened stops no one: every stream shows
+	// why in status, everything else runs.
+	meta, metaErr := worker.OpenStreamMeta(cfg.DataDir)
+	if metaErr != nil {
+		logger.Error("stream meta store unavailable; stream tasks will not run until it is fixed", zap.Error(metaErr))
+	} else {
+		defer meta.Close()
+	}
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
 		NewFactory:   worker.NewUnitFactory(m.sync),
 		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
-		SecretKey:    key,
-		Metrics:      m.worker, Logger: logger,
+		NewStreams:   worker.NewStreamRuntimeBuilder(),
+		StreamMeta:   meta, StreamMetaErr: metaErr,
+		SecretKey: key,
+		Metrics:   m.worker, Logger: logger,
 	})
 	return runServers(ctx, cfg, srv, m.reg, ln, tlsCfg, logger)
 }

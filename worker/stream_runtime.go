@@ -1,0 +1,111 @@
+package worker
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/stream"
+)
+
+// StreamRuntimeBuilder builds the stream runtime of one bound source: meta
+// is the worker's meta store (nil with metaErr when it cannot be used),
+// relay returns the relay reader while relay runs for the source, else
+// nil.
+type StreamRuntimeBuilder func(src *config.SourceConfig, meta *stream.Meta, metaErr error,
+	relay func() binlog.StreamOpener, logger *zap.Logger) *StreamRuntime
+
+// OpenStreamMeta opens the worker's stream meta store at
+// <dataDir>/stream/meta.db, creating the directory (0750).
+func OpenStreamMeta(dataDir string) (*stream.Meta, error) {
+	dir := filepath.Join(dataDir, "stream")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create the stream meta directory %s: %w", dir, err)
+	}
+	return stream.OpenMeta(filepath.Join(dir, "meta.db"))
+}
+
+// NewStreamRuntimeBuilder is the builder of the real stream runtime: tasks
+// read the relay when it runs, else the source over a replication
+// connection of their own; schemas, snapshots and positions come over one
+// connection pool to the source, opened lazily.
+func NewStreamRuntimeBuilder() StreamRuntimeBuilder {
+	return func(src *config.SourceConfig, meta *stream.Meta, metaErr error,
+		relay func() binlog.StreamOpener, logger *zap.Logger) *StreamRuntime {
+		db := &lazySourceDB{src: src}
+		return &StreamRuntime{
+			Meta: meta, MetaErr: metaErr,
+			NewTask: func(cfg *config.StreamConfig, start stream.Checkpoint,
+				save func(context.Context, stream.Checkpoint) error, log *zap.Logger) (StreamTask, error) {
+				conn, err := db.get()
+				if err != nil {
+					return nil, err
+				}
+				sink, err := stream.NewSink(cfg.Name, cfg.Sink, log)
+				if err != nil {
+					return nil, err
+				}
+				t, err := stream.NewTask(stream.TaskConfig{
+					Stream: cfg, Source: src, Opener: relay, DB: conn, Sink: sink, Save: save, Start: start, Logger: log,
+				})
+				if err != nil {
+					_ = sink.Close()
+					return nil, err
+				}
+				return t, nil
+			},
+			Current: func(ctx context.Context) (binlog.Location, error) {
+				conn, err := db.get()
+				if err != nil {
+					return binlog.Location{}, err
+				}
+				return stream.CurrentLocation(ctx, conn)
+			},
+			Close: db.close,
+		}
+	}
+}
+
+// lazySourceDB is a connection pool to the source opened at first use, so
+// a source worker without streams never connects for them.
+type lazySourceDB struct {
+	src *config.SourceConfig
+
+	mu sync.Mutex
+	db *sql.DB // guarded by mu; nil until the first get
+}
+
+func (l *lazySourceDB) get() (*sql.DB, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.db != nil {
+		return l.db, nil
+	}
+	ep, err := dbconn.NewEndpoint(l.src.From, dbconn.SourceRef(l.src.SourceID))
+	if err != nil {
+		return nil, err
+	}
+	db, err := ep.Open(ep.DriverConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open a connection pool to source %q: %w", l.src.SourceID, err)
+	}
+	l.db = db
+	return db, nil
+}
+
+func (l *lazySourceDB) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.db != nil {
+		_ = l.db.Close()
+		l.db = nil
+	}
+}
