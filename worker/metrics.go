@@ -15,7 +15,14 @@ type Metrics struct {
 	ReconcileDuration *prometheus.HistogramVec // labels: kind
 	WatchRestarts     *prometheus.CounterVec   // labels: kind, reason
 	SubTasks          *prometheus.GaugeVec     // labels: stage
-	AutoResumes       *prometheus.CounterVec   // labels: kind ("subtask", "relay")
+	AutoResumes       *prometheus.CounterVec   // labels: kind ("subtask", "relay", "stream")
+	// Stream tasks: events and batches the sinks acknowledged, the time a
+	// sink took to acknowledge a batch, lag and state.
+	StreamEvents      *prometheus.CounterVec   // labels: stream
+	StreamBatches     *prometheus.CounterVec   // labels: stream, result ("ok", "error")
+	StreamSinkLatency *prometheus.HistogramVec // labels: stream
+	StreamLag         *prometheus.GaugeVec     // labels: stream
+	StreamState       *prometheus.GaugeVec     // labels: stream, state (1 for the current state)
 }
 
 // NewMetrics creates the metrics, unregistered.
@@ -40,8 +47,29 @@ func NewMetrics() *Metrics {
 		}, []string{"stage"}),
 		AutoResumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dm_worker_auto_resumes_total",
-			Help: "Automatic resumes after a resumable error, by kind (subtask, relay).",
+			Help: "Automatic resumes after a resumable error, by kind (subtask, relay, stream).",
 		}, []string{"kind"}),
+		StreamEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dm_worker_stream_events_total",
+			Help: "Change events a stream's sink acknowledged.",
+		}, []string{"stream"}),
+		StreamBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dm_worker_stream_batches_total",
+			Help: "Batches written to a stream's sink, by result (ok: acknowledged, error: failed).",
+		}, []string{"stream", "result"}),
+		StreamSinkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "dm_worker_stream_sink_latency_seconds",
+			Help:    "Time a stream's sink took to acknowledge a batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+		}, []string{"stream"}),
+		StreamLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dm_worker_stream_lag_seconds",
+			Help: "How far a stream's last acknowledged event is behind the source.",
+		}, []string{"stream"}),
+		StreamState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dm_worker_stream_state",
+			Help: "A stream's state (checking, fill-history, streaming, paused, restarting, stopped): 1 for the current one.",
+		}, []string{"stream", "state"}),
 	}
 }
 
@@ -54,7 +82,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		m.SubTasks.WithLabelValues(string(s)).Add(0)
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.ReconcileTotal, m.ReconcileDuration, m.WatchRestarts, m.SubTasks, m.AutoResumes} {
+	for _, c := range []prometheus.Collector{m.ReconcileTotal, m.ReconcileDuration, m.WatchRestarts, m.SubTasks, m.AutoResumes,
+		m.StreamEvents, m.StreamBatches, m.StreamSinkLatency, m.StreamLag, m.StreamState} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -319,7 +319,20 @@ func (w *SourceWorker) RelayReader() binlog.StreamOpener {
 // Relay returns the relay holder, or nil when relay is not running.
 func (w *SourceWorker) Relay() RelayHolder { return w.relay.holder() }
 
-// runStageGauge sets the subtasks-by-stage gauge every second.
+// setStreamGauges sets each stream's lag and state gauges; streams that
+// are gone lose their series.
+func (w *SourceWorker) setStreamGauges() {
+	m := w.cfg.Metrics
+	m.StreamLag.Reset()
+	m.StreamState.Reset()
+	for _, h := range w.streams.list() {
+		st := h.Status()
+		m.StreamLag.WithLabelValues(st.Name).Set(st.LagSeconds)
+		m.StreamState.WithLabelValues(st.Name, st.State).Set(1)
+	}
+}
+
+// runStageGauge sets the subtasks-by-stage and stream gauges every second.
 func (w *SourceWorker) runStageGauge(ctx context.Context) {
 	periodic.Run(ctx, time.Second, periodic.AfterInterval, func(context.Context) {
 		counts := make(map[stage.Stage]int)
@@ -328,6 +341,9 @@ func (w *SourceWorker) runStageGauge(ctx context.Context) {
 		}
 		for _, s := range stage.All() {
 			w.cfg.Metrics.SubTasks.WithLabelValues(string(s)).Set(float64(counts[s]))
+		}
+		if w.streams != nil {
+			w.setStreamGauges()
 		}
 	})
 }

@@ -61,13 +61,16 @@ type StreamHolder struct {
 	log        *zap.Logger
 
 	mu sync.Mutex // guards the fields below
-	// guarded by the lifecycle's ops as well: task, cancel and done change
-	// only under it.
+	// task is the running task (nil once its Run returned); cancel and
+	// done change only under the lifecycle's ops as well.
 	task    StreamTask
 	cancel  context.CancelFunc
 	done    chan struct{}
 	last    stream.TaskStatus // status of the last task, kept while none runs
-	skipped string
+	// eventsBefore sums the events of the finished runs, so that status
+	// counts events since the stream was deployed on this worker.
+	eventsBefore int64
+	skipped      string
 	// ignoreUntreated makes the next resume start at the current position.
 	ignoreUntreated bool
 }
@@ -151,6 +154,11 @@ func (h *StreamHolder) run(ctx context.Context) {
 		err := task.Run(rctx)
 		h.mu.Lock()
 		h.last = task.Status()
+		h.eventsBefore += h.last.Events
+		h.last.Events = 0
+		if h.task == task {
+			h.task = nil
+		}
 		h.mu.Unlock()
 		if err != nil && rctx.Err() == nil {
 			h.fail([]errs.Error{errs.Entry(err, h.clock.Now())})
@@ -255,14 +263,13 @@ func (h *StreamHolder) Close() {
 func (h *StreamHolder) Status() StreamStatus {
 	stg, errors := h.snapshot()
 	h.mu.Lock()
-	task, ts, skipped := h.task, h.last, h.skipped
-	running := h.cancel != nil
-	h.mu.Unlock()
-	if running && task != nil {
+	task, ts, skipped, before := h.task, h.last, h.skipped, h.eventsBefore
+	if task != nil {
 		ts = task.Status()
 	}
+	h.mu.Unlock()
 	st := StreamStatus{
-		Name: h.cfg.Name, Stage: stg, State: ts.State, Events: ts.Events, LagSeconds: ts.LagSeconds,
+		Name: h.cfg.Name, Stage: stg, State: ts.State, Events: before + ts.Events, LagSeconds: ts.LagSeconds,
 		FillHistory: ts.FillHistory, Skipped: skipped, Errors: errors,
 		Checkpoint: ts.Checkpoint.String(), CheckpointGTID: ts.Checkpoint.GTID,
 	}

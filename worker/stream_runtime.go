@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -37,7 +38,7 @@ func OpenStreamMeta(dataDir string) (*stream.Meta, error) {
 // read the relay when it runs, else the source over a replication
 // connection of their own; schemas, snapshots and positions come over one
 // connection pool to the source, opened lazily.
-func NewStreamRuntimeBuilder() StreamRuntimeBuilder {
+func NewStreamRuntimeBuilder(metrics *Metrics) StreamRuntimeBuilder {
 	return func(src *config.SourceConfig, meta *stream.Meta, metaErr error,
 		relay func() binlog.StreamOpener, logger *zap.Logger) *StreamRuntime {
 		db := &lazySourceDB{src: src}
@@ -49,10 +50,11 @@ func NewStreamRuntimeBuilder() StreamRuntimeBuilder {
 				if err != nil {
 					return nil, err
 				}
-				sink, err := stream.NewSink(cfg.Name, cfg.Sink, log)
+				inner, err := stream.NewSink(cfg.Name, cfg.Sink, log)
 				if err != nil {
 					return nil, err
 				}
+				sink := &measuredSink{Sink: inner, stream: cfg.Name, m: metrics}
 				t, err := stream.NewTask(stream.TaskConfig{
 					Stream: cfg, Source: src, Opener: relay, DB: conn, Sink: sink, Save: save, Start: start, Logger: log,
 				})
@@ -108,4 +110,26 @@ func (l *lazySourceDB) close() {
 		_ = l.db.Close()
 		l.db = nil
 	}
+}
+
+// measuredSink counts a stream's acknowledged events and batches and times
+// its sink's acknowledgements.
+type measuredSink struct {
+	stream.Sink
+	stream string
+	m      *Metrics
+}
+
+// Write is the sink's Write, measured.
+func (s *measuredSink) Write(ctx context.Context, batch []stream.Event) error {
+	start := time.Now()
+	err := s.Sink.Write(ctx, batch)
+	if err != nil {
+		s.m.StreamBatches.WithLabelValues(s.stream, "error").Inc()
+		return err
+	}
+	s.m.StreamSinkLatency.WithLabelValues(s.stream).Observe(time.Since(start).Seconds())
+	s.m.StreamBatches.WithLabelValues(s.stream, "ok").Inc()
+	s.m.StreamEvents.WithLabelValues(s.stream).Add(float64(len(batch)))
+	return nil
 }

@@ -128,7 +128,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
 		NewFactory:   worker.NewUnitFactory(m.sync),
 		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
-		NewStreams:   worker.NewStreamRuntimeBuilder(),
+		NewStreams:   worker.NewStreamRuntimeBuilder(m.worker),
 		StreamMeta:   meta, StreamMetaErr: metaErr,
 		SecretKey: key,
 		Metrics:   m.worker, Logger: logger,
