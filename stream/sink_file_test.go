@@ -10,10 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // sinkTestEvents returns n row events of table shop.orders, IDs from first.
@@ -35,6 +38,16 @@ func sinkTestEvents(first, n int) []Event {
 type sinkRecord struct {
 	Key   json.RawMessage `json:"key"`
 	Value json.RawMessage `json:"value"`
+}
+
+// checkSinkLeaks makes t fail when goroutines started during the test
+// outlive it (its Cleanup runs last: call it first).
+func checkSinkLeaks(t *testing.T) {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		testutil.Eventually(t, 5*time.Second, "no goroutine of the test outlives it", func() error { return goleak.Find(ignore) })
+	})
 }
 
 func newTestFileSink(t *testing.T, dir string, rotate config.ByteSize) Sink {
@@ -92,10 +105,12 @@ func seqInts(from, to int) []int {
 }
 
 func TestFileSinkRotationAndResume(t *testing.T) {
+	checkSinkLeaks(t)
 	dir := filepath.Join(t.TempDir(), "cdc") // created by the sink
 	ctx := context.Background()
-	line := len(appendSinkRecord(nil, sinkTestEvents(100, 1)[0])) + 1 // ids of three digits: lines of one length
-	rotate := config.ByteSize(10 * line) // ten lines a file
+	// Ids of three digits: every line has the same length; ten lines a file.
+	line := len(appendSinkRecord(nil, sinkTestEvents(100, 1)[0])) + 1
+	rotate := config.ByteSize(10 * line)
 
 	s := newTestFileSink(t, dir, rotate)
 	if err := s.Probe(ctx); err != nil {
@@ -154,6 +169,7 @@ func fileBaseNames(paths []string) []string {
 }
 
 func TestFileSinkResumeAfterFullFile(t *testing.T) {
+	checkSinkLeaks(t)
 	dir := t.TempDir()
 	ctx := context.Background()
 	// Files of other streams and other names are left alone.
@@ -179,6 +195,7 @@ func TestFileSinkResumeAfterFullFile(t *testing.T) {
 }
 
 func TestFileSinkProbeFailures(t *testing.T) {
+	checkSinkLeaks(t)
 	ctx := context.Background()
 	parent := filepath.Join(t.TempDir(), "plain-file")
 	if err := os.WriteFile(parent, nil, 0o644); err != nil {
@@ -205,6 +222,7 @@ func TestFileSinkProbeFailures(t *testing.T) {
 }
 
 func TestNewSinkErrors(t *testing.T) {
+	checkSinkLeaks(t)
 	tests := []struct {
 		name string
 		cfg  config.SinkConfig

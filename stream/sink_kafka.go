@@ -176,29 +176,54 @@ func (s *kafkaSink) Write(ctx context.Context, batch []Event) error {
 	pending := recs
 	what := fmt.Sprintf("Kafka sink of stream %q: produce %d event(s) to topic %q", s.stream, len(batch), s.topic)
 	return retryLoop(ctx, s.logger, what, func(ctx context.Context) error {
-		results := s.cl.ProduceSync(ctx, pending...)
-		var failed []*kgo.Record
-		var first error
-		for _, r := range results {
-			if r.Err != nil {
-				failed = append(failed, r.Record)
-				if first == nil {
-					first = r.Err
-				}
-			}
+		failed, err := s.produce(ctx, pending)
+		if err != nil {
+			return err
 		}
 		if len(failed) == 0 {
 			return nil
 		}
-		slices.SortFunc(failed, func(a, b *kgo.Record) int { return order[a] - order[b] })
-		for _, r := range failed {
+		slices.SortFunc(failed, func(a, b kafkaResult) int { return order[a.r] - order[b.r] })
+		pending = pending[:0]
+		for _, f := range failed {
 			// Produced again from scratch: the partitioner picks the same
 			// partition by the key.
-			*r = kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers}
+			*f.r = kgo.Record{Key: f.r.Key, Value: f.r.Value, Headers: f.r.Headers}
+			pending = append(pending, f.r)
 		}
-		pending = failed
-		return fmt.Errorf("%d of %d sinkRecord(s) not acknowledged, first event %s: %w", len(failed), len(results), batch[order[failed[0]]].ID, first)
+		return fmt.Errorf("%d of %d record(s) not acknowledged, first event %s: %w", len(failed), len(recs), batch[order[failed[0].r]].ID, failed[0].err)
 	})
+}
+
+// kafkaResult is the produce result of one record.
+type kafkaResult struct {
+	r   *kgo.Record
+	err error
+}
+
+// produce hands recs to the client and waits for every result; it returns
+// the failed ones. When ctx ends first it returns ctx's error at once: the
+// idempotent producer cannot fail records a broker may have received, so
+// they stay with the client (at most kafkaBuffered) and are delivered, or
+// failed by Close, later; each promise has room in the channel, so none
+// blocks the client.
+func (s *kafkaSink) produce(ctx context.Context, recs []*kgo.Record) ([]kafkaResult, error) {
+	results := make(chan kafkaResult, len(recs))
+	for _, r := range recs {
+		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) { results <- kafkaResult{r, err} })
+	}
+	var failed []kafkaResult
+	for range recs {
+		select {
+		case res := <-results:
+			if res.err != nil {
+				failed = append(failed, res)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("records still awaiting the broker's ack: %w", context.Cause(ctx))
+		}
+	}
+	return failed, nil
 }
 
 // Close flushes nothing (Write waited for every ack) and closes the client.

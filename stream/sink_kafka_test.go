@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/tests/tlstest"
 )
 
@@ -42,10 +43,17 @@ func newTestKafkaSink(t *testing.T, cfg config.KafkaSinkConfig) Sink {
 }
 
 // consumeAll reads n records of the topic from the start.
-func consumeAll(t *testing.T, brokers []string, n int, opts ...kgo.Opt) []*kgo.Record {
+func consumeAll(t *testing.T, brokers []string, n int) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("cdc.orders"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	return consumeUntil(t, brokers, func(recs []*kgo.Record) bool { return len(recs) >= n })
+}
+
+// consumeUntil reads the topic from the start until done says it has
+// read enough.
+func consumeUntil(t *testing.T, brokers []string, done func([]*kgo.Record) bool) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("cdc.orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +61,10 @@ func consumeAll(t *testing.T, brokers []string, n int, opts ...kgo.Opt) []*kgo.R
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var out []*kgo.Record
-	for len(out) < n {
+	for !done(out) {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("consumed %d of %d records: %v", len(out), n, err)
+			t.Fatalf("consumed %d records, not yet enough: %v", len(out), err)
 		}
 		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
 		out = append(out, fs.Records()...)
@@ -65,6 +73,7 @@ func consumeAll(t *testing.T, brokers []string, n int, opts ...kgo.Opt) []*kgo.R
 }
 
 func TestKafkaSinkRecords(t *testing.T) {
+	checkSinkLeaks(t)
 	c := startKafka(t)
 	s := newTestKafkaSink(t, config.KafkaSinkConfig{Brokers: c.ListenAddrs()})
 	ctx := context.Background()
@@ -127,6 +136,7 @@ func TestKafkaSinkRecords(t *testing.T) {
 }
 
 func TestKafkaSinkProbeMissingTopic(t *testing.T) {
+	checkSinkLeaks(t)
 	c := startKafka(t)
 	s := newTestKafkaSink(t, config.KafkaSinkConfig{Brokers: c.ListenAddrs(), Topic: "cdc.missing"})
 	err := s.Probe(context.Background())
@@ -136,6 +146,7 @@ func TestKafkaSinkProbeMissingTopic(t *testing.T) {
 }
 
 func TestKafkaSinkSASL(t *testing.T) {
+	checkSinkLeaks(t)
 	for _, mech := range []string{config.SASLPlain, config.SASLScramSHA256, config.SASLScramSHA512} {
 		t.Run(mech, func(t *testing.T) {
 			c := startKafka(t, kfake.EnableSASL(), kfake.Superuser(strings.ToUpper(mech), "cdc", "s3cret"))
@@ -159,6 +170,7 @@ func TestKafkaSinkSASL(t *testing.T) {
 }
 
 func TestKafkaSinkTLS(t *testing.T) {
+	checkSinkLeaks(t)
 	files := tlstest.Generate(t, tlstest.Options{})
 	cert, err := tls.LoadX509KeyPair(files.ServerCert, files.ServerKey)
 	if err != nil {
@@ -179,4 +191,70 @@ func TestKafkaSinkTLS(t *testing.T) {
 	if err := wrong.Probe(ctx); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("probe with the wrong CA: %v", err)
 	}
+}
+
+// TestKafkaSinkBrokerDown takes the cluster away under a Write: Write keeps
+// retrying while it is down and delivers once a cluster listens again on
+// the same port; with the broker gone until ctx ends, Write says so.
+func TestKafkaSinkBrokerDown(t *testing.T) {
+	checkSinkLeaks(t)
+	// The cluster keeps its data (topic IDs included) in dir, so the one
+	// started again is the same cluster, as a restarted broker is.
+	port, dir := testutil.MustFreePort(t), t.TempDir()
+	c := startKafka(t, kfake.Ports(port), kfake.DataDir(dir), kfake.SyncWrites())
+	brokers := c.ListenAddrs()
+	s := newTestKafkaSink(t, config.KafkaSinkConfig{Brokers: brokers})
+	ctx := context.Background()
+	if err := s.Write(ctx, sinkTestEvents(100, 10)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	short, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer cancel()
+	err := s.Write(short, sinkTestEvents(110, 5))
+	if err == nil || !strings.Contains(err.Error(), "gave up") {
+		t.Fatalf("Write with the broker down until ctx ends: %v", err)
+	}
+
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Write(wctx, sinkTestEvents(200, 20)) }()
+	testutil.Consistently(t, time.Second, "Write keeps retrying while the broker is down", func() error {
+		select {
+		case err := <-done:
+			return fmt.Errorf("Write returned %v with the broker down", err)
+		default:
+			return nil
+		}
+	})
+	c2, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SyncWrites())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Write after the broker came back: %v", err)
+		}
+	case <-time.After(50 * time.Second):
+		t.Fatal("Write did not return within 50s of the broker's return")
+	}
+	// Every event of the Write arrives (the 10 before and the 5 of the
+	// abandoned Write may be there too: at-least-once).
+	want := sinkTestEvents(200, 20)
+	consumeUntil(t, c2.ListenAddrs(), func(recs []*kgo.Record) bool {
+		ids := map[string]bool{}
+		for _, r := range recs {
+			ids[string(r.Headers[0].Value)] = true
+		}
+		for _, e := range want {
+			if !ids[e.ID] {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -98,6 +98,7 @@ func checkStored(got []natsStored, events []Event, subject func(Event) string) e
 }
 
 func TestNATSSinkPublishAndDedup(t *testing.T) {
+	checkSinkLeaks(t)
 	srv := natstest.Start(t)
 	ctx := context.Background()
 	s := newTestNATSSink(t, srv.URL(), "cdc.orders", "")
@@ -152,6 +153,7 @@ func TestNATSSinkPublishAndDedup(t *testing.T) {
 }
 
 func TestNATSSinkNamedStream(t *testing.T) {
+	checkSinkLeaks(t)
 	srv := natstest.Start(t)
 	ctx := context.Background()
 	// Missing: created with the subject.
@@ -178,6 +180,7 @@ func TestNATSSinkNamedStream(t *testing.T) {
 }
 
 func TestNATSSinkProbeNoServer(t *testing.T) {
+	checkSinkLeaks(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", testutil.MustFreePort(t))
 	err := newTestNATSSink(t, url, "cdc.orders", "").Probe(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `stream "orders"`) || !strings.Contains(err.Error(), "sink.nats.url") {
@@ -189,6 +192,7 @@ func TestNATSSinkProbeNoServer(t *testing.T) {
 // retrying (and does not return) while it is down, and delivers every
 // event exactly once after it is back.
 func TestNATSSinkServerDown(t *testing.T) {
+	checkSinkLeaks(t)
 	srv := natstest.Start(t)
 	ctx := context.Background()
 	s := newTestNATSSink(t, srv.URL(), "cdc.orders", "")

@@ -145,9 +145,11 @@ func (s *webhookSink) post(ctx context.Context, key string) error {
 		}
 		return err
 	}
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, webhookSnippet)) // only for the message
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))      // let the connection be reused
-	_ = resp.Body.Close()                                              // a read-only body: nothing to lose
+	// The snippet only feeds the message; the rest is drained so that the
+	// connection can be reused; closing a read body loses nothing.
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, webhookSnippet))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}

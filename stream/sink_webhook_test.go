@@ -82,6 +82,7 @@ func newTestWebhookSink(t *testing.T, url string, batch int) Sink {
 }
 
 func TestWebhookSinkBatchesAndHeaders(t *testing.T) {
+	checkSinkLeaks(t)
 	h := &hookReceiver{}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -113,6 +114,7 @@ func TestWebhookSinkBatchesAndHeaders(t *testing.T) {
 }
 
 func TestWebhookSinkRetries(t *testing.T) {
+	checkSinkLeaks(t)
 	h := &hookReceiver{plan: []int{http.StatusInternalServerError, http.StatusBadRequest, http.StatusServiceUnavailable}}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -143,6 +145,7 @@ func TestWebhookSinkRetries(t *testing.T) {
 }
 
 func TestWebhookSinkTimeout(t *testing.T) {
+	checkSinkLeaks(t)
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -171,6 +174,7 @@ func TestWebhookSinkTimeout(t *testing.T) {
 }
 
 func TestWebhookSinkProbe(t *testing.T) {
+	checkSinkLeaks(t)
 	tests := []struct {
 		name    string
 		handler http.HandlerFunc
