@@ -65,10 +65,10 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 			cancel(werr)
 		}
 	}()
-	r := &reader{t: t, out: ch, cur: cp.Location, end: cp.Location, gset: gset, gtidText: cp.Location.GTID,
+	r := &reader{t: t, out: ch, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
 		parser: parser.New(), events: make([]Event, 0, maxBatch)}
 	if _, direct := opener.(*upstream.Opener); direct {
-		r.silenceLimit = int(upstream.SilenceLimit / batchDelay)
+		r.silence = upstream.SilenceLimit
 	}
 	rerr := r.loop(rctx, st)
 	close(ch)
@@ -150,67 +150,31 @@ type reader struct {
 	out    chan<- batch
 	parser *parser.Parser
 
-	cur binlog.Location // after the last event read
-	// end is after the last complete transaction read; gset is the GTID
-	// set there, gtidText its text as of the last batch.
-	end      binlog.Location
-	gset     mysql.GTIDSet
-	gsetDirt bool
-	gtidText string
-	gtid     string // GTID of the open transaction ("" when none)
-	inTxn    bool
-	lastTS   uint32
+	// tr follows the read location and the end of the last complete
+	// transaction; sent is the end last handed to the writer.
+	tr     *binlog.Tracker
+	sent   binlog.Location
+	lastTS uint32
 
-	events   []Event
-	endMoved bool      // end moved since the last batch was cut
-	since    time.Time // when what the next batch holds began to wait
+	events []Event
+	since  time.Time // when what the next batch holds began to wait
 
-	// silenceLimit: with a stream from the source (which sends
-	// heartbeats), this many idle ticks without any event mean the
-	// connection is dead; 0 for the relay, silent while the source is.
-	silenceLimit int
-	silentTicks  int
+	// silence: with a stream from the source (which sends heartbeats),
+	// this long without any event means the connection is dead; 0 for
+	// the relay, silent while the source is.
+	silence time.Duration
 }
 
-// loop reads and handles events until ctx is done or something fails.
+// loop reads and handles events until ctx is done or something fails;
+// when no event comes for a tick, everything read goes to the writer
+// (which also saves the checkpoint when it is due).
 func (r *reader) loop(ctx context.Context, st binlog.Streamer) error {
-	wait := binlog.NewIdleWait(ctx, batchDelay)
-	defer wait.Stop()
-	for {
-		evCtx := wait.Next()
-		ev, err := st.GetEvent(evCtx)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if err != nil {
-			if errors.Is(err, context.Canceled) && wait.Expired(evCtx) {
-				if err := r.idle(ctx); err != nil {
-					return err
-				}
-				continue
-			}
-			return r.t.readError(err, r.cur)
-		}
-		r.silentTicks = 0
+	return binlog.ReadLoop(ctx, st, batchDelay, r.silence, func(ev *replication.BinlogEvent) error {
 		if err := r.handle(ctx, ev); err != nil {
 			return err
 		}
-		if err := r.maybeCut(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// idle runs when no event came for a tick: everything read goes to the
-// writer (which also saves the checkpoint when it is due).
-func (r *reader) idle(ctx context.Context) error {
-	r.silentTicks++
-	if r.silenceLimit > 0 && r.silentTicks >= r.silenceLimit {
-		return errs.New(CodeReadBinlog, true,
-			"stream %q: no binlog event or heartbeat from the source for at least %s; the connection is taken for dead",
-			r.t.name, time.Duration(r.silentTicks)*batchDelay)
-	}
-	return r.cut(ctx, true)
+		return r.maybeCut(ctx)
+	}, func() error { return r.cut(ctx, true) }, func(err error) error { return r.t.readError(err, r.tr.Cur) })
 }
 
 // maybeCut cuts a batch when it is full, when its events waited long
@@ -218,10 +182,12 @@ func (r *reader) idle(ctx context.Context) error {
 // does not select) for a while.
 func (r *reader) maybeCut(ctx context.Context) error {
 	n := len(r.events)
+	if n == 0 && r.tr.EndIs(r.sent) {
+		return nil
+	}
+	r.waiting()
 	switch {
 	case n >= maxBatch:
-	case n == 0 && !r.endMoved:
-		return nil
 	case n > 0 && time.Since(r.since) >= batchDelay:
 	case n == 0 && time.Since(r.since) >= saveEvery:
 	default:
@@ -234,18 +200,14 @@ func (r *reader) maybeCut(ctx context.Context) error {
 // the writer, waiting while it still has the previous batch.
 func (r *reader) cut(ctx context.Context, idle bool) error {
 	b := batch{events: r.events, ts: r.lastTS, caughtUp: idle}
-	if r.endMoved {
-		if r.gsetDirt {
-			r.gtidText, r.gsetDirt = r.gset.String(), false
-		}
-		end := r.end
-		end.GTID = r.gtidText
-		b.end = &end
+	if !r.tr.EndIs(r.sent) {
+		end := r.tr.End()
+		b.end, r.sent = &end, end
 	}
 	if len(b.events) > 0 {
 		r.events = make([]Event, 0, maxBatch)
 	}
-	r.endMoved, r.since = false, time.Time{}
+	r.since = time.Time{}
 	select {
 	case r.out <- b:
 		return nil
@@ -263,75 +225,46 @@ func (r *reader) waiting() {
 
 // handle processes one event.
 func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
-	h := ev.Header
-	if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+	kind, err := r.tr.Track(ev)
+	if err != nil {
+		return errs.New(CodeReadBinlog, false, "stream %q: at binlog %s: %w", r.t.name, r.tr.Cur, err)
+	}
+	if kind == binlog.EventHeartbeat {
 		return nil
 	}
-	if h.LogPos > 0 {
-		r.cur.Pos = h.LogPos
+	if ts := ev.Header.Timestamp; ts > 0 {
+		r.lastTS = ts
 	}
-	if h.Timestamp > 0 {
-		r.lastTS = h.Timestamp
-	}
-	switch e := ev.Event.(type) {
-	case *replication.RotateEvent:
-		r.cur.Name, r.cur.Pos = string(e.NextLogName), uint32(e.Position)
-		if !r.inTxn && (r.end.Name != r.cur.Name || r.end.Pos != r.cur.Pos) {
-			r.end.Name, r.end.Pos = r.cur.Name, r.cur.Pos
-			r.endMoved = true
-			r.waiting()
-		}
-	case *replication.MariadbGTIDEvent:
-		gtid, standalone, err := binlog.MariadbGTID(ev)
-		if err != nil {
-			return errs.New(CodeReadBinlog, false, "stream %q: at binlog %s: %w", r.t.name, r.cur, err)
-		}
-		r.gtid, r.inTxn = gtid, !standalone
-	case *replication.GTIDEvent:
-		r.gtid = binlog.MySQLGTID(e)
-	case *replication.QueryEvent:
-		q := strings.TrimSpace(string(e.Query))
-		switch strings.ToUpper(q) {
-		case "BEGIN":
-			r.inTxn = true
-		case "COMMIT", "ROLLBACK":
-			return r.commit()
-		default:
-			if err := r.ddl(ctx, ev, e, q); err != nil {
-				return err
-			}
-			if !r.inTxn {
-				return r.commit()
-			}
-		}
-	case *replication.RowsEvent:
-		return r.rows(ctx, ev, e)
-	case *replication.XIDEvent:
+	switch kind {
+	case binlog.EventCommit:
 		return r.commit()
+	case binlog.EventQuery:
+		e := ev.Event.(*replication.QueryEvent)
+		if err := r.ddl(ctx, ev, e, strings.TrimSpace(string(e.Query))); err != nil {
+			return err
+		}
+		if !r.tr.InTxn {
+			return r.commit()
+		}
+	case binlog.EventRows:
+		return r.rows(ctx, ev, ev.Event.(*replication.RowsEvent))
 	}
 	return nil
 }
 
-// commit ends the current transaction: its GTID joins the set and its end
-// becomes the checkpoint once everything before is acknowledged.
+// commit ends the current transaction: its end becomes the checkpoint once
+// everything before it is acknowledged.
 func (r *reader) commit() error {
-	if r.gtid != "" {
-		if err := r.gset.Update(r.gtid); err != nil {
-			return errs.New(CodeReadBinlog, false, "stream %q: add GTID %q to %q: %w", r.t.name, r.gtid, r.gset.String(), err)
-		}
-		r.gtid, r.gsetDirt = "", true
+	if err := r.tr.Commit(); err != nil {
+		return errs.New(CodeReadBinlog, false, "stream %q: %w", r.t.name, err)
 	}
-	r.inTxn = false
-	r.end = binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
-	r.endMoved = true
-	r.waiting()
 	return nil
 }
 
 // position is the Position of row i of the event ev.
 func (r *reader) position(ev *replication.BinlogEvent, i int) Position {
 	h := ev.Header
-	return Position{File: r.cur.Name, Pos: h.LogPos, Row: i, GTID: r.gtid, ServerID: h.ServerID, TsMs: int64(h.Timestamp) * 1000}
+	return Position{File: r.tr.Cur.Name, Pos: h.LogPos, Row: i, GTID: r.tr.GTID, ServerID: h.ServerID, TsMs: int64(h.Timestamp) * 1000}
 }
 
 // rowOps maps a rows event kind to the event op.
@@ -343,7 +276,6 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if !ok || e.Table == nil {
 		return nil
 	}
-	r.inTxn = true
 	db, table := string(e.Table.Schema), string(e.Table.Table)
 	if !r.t.tables.TableAllowed(db, table) {
 		return nil
@@ -352,9 +284,9 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if err != nil {
 		if errors.Is(err, ErrTableNotFound) {
 			return errs.New(CodeSchema, false, "stream %q: rows of %s.%s at binlog %s: %w; resume with ignore-untreated to skip past them",
-				r.t.name, db, table, r.cur, err)
+				r.t.name, db, table, r.tr.Cur, err)
 		}
-		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.cur)
+		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.tr.Cur)
 	}
 	op := rowOps[kind]
 	step := 1
@@ -373,7 +305,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 		event, err := r.t.enc.Row(s, op, before, after, r.position(ev, i/step))
 		if err != nil {
-			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.cur, err)
+			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
 		}
 		if err := r.add(ctx, event); err != nil {
 			return err
@@ -403,7 +335,7 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 		// MariaDB syntax the parser does not know: attributed to the
 		// default schema, whose cached tables are all forgotten.
 		r.t.logger.Warn("stream cannot parse a statement of the binlog; it is delivered as a DDL of its default schema",
-			zap.Stringer("at", r.cur), zap.String("schema", schema), zap.String("query", clip(query)), zap.Error(err))
+			zap.Stringer("at", r.tr.Cur), zap.String("schema", schema), zap.String("query", clip(query)), zap.Error(err))
 		if schema == "" {
 			return nil
 		}
@@ -428,7 +360,7 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 	}
 	event, err := r.t.enc.DDL(first.db, first.table, query, r.position(ev, 0))
 	if err != nil {
-		return errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", r.t.name, r.cur, clip(query), err)
+		return errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", r.t.name, r.tr.Cur, clip(query), err)
 	}
 	return r.add(ctx, event)
 }

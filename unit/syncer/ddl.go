@@ -70,8 +70,8 @@ type targetDDL struct {
 // only moves the transaction boundary.
 func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *replication.QueryEvent, query string) error {
 	r := d.r
-	end := binlog.Location{Name: r.cur.Name, Pos: ev.Header.LogPos}
-	start := binlog.Location{Name: r.cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize}
+	end := binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos}
+	start := binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize}
 	stmts, err := d.translator.translate(string(e.Schema), query)
 	if err != nil {
 		d.unit.setStuck(&stuckDDL{start: start, end: end})
@@ -123,7 +123,7 @@ func (d *ddlApplier) barrier(ctx context.Context, end binlog.Location) error {
 		return err
 	}
 	r.marks = r.marks[:0]
-	r.marked, r.markedAt = r.boundary(), time.Now()
+	r.marked, r.markedAt = r.tr.End(), time.Now()
 	return r.save(ctx, savedCheckpoint{loc: r.marked, pendingDDL: end})
 }
 
@@ -142,7 +142,7 @@ func (d *ddlApplier) finish(ctx context.Context, end binlog.Location) error {
 	if err := r.commit(); err != nil {
 		return err
 	}
-	r.marked = r.boundary()
+	r.marked = r.tr.End()
 	r.pendingDDL = binlog.Location{}
 	return r.save(ctx, savedCheckpoint{loc: r.marked})
 }

@@ -41,14 +41,8 @@ type reader struct {
 	tables *tableCache
 	ddl    *ddlApplier
 
-	cur    binlog.Location // after the last event read
-	txnEnd binlog.Location // after the last complete transaction read
-	// gset is the GTID set at txnEnd; txnEnd.GTID is its text, formatted
-	// only when needed (boundary) since formatting per transaction is costly.
-	gset        mysql.GTIDSet
-	gtidStale   bool
-	pendingGTID string
-	inTxn       bool
+	// tr follows the read location and the last transaction boundary.
+	tr *binlog.Tracker
 	// safeUntil: changes up to here may already be applied (safe mode).
 	safeUntil  binlog.Location
 	pendingDDL binlog.Location // from the checkpoint: DDL that may have run
@@ -63,12 +57,10 @@ type reader struct {
 	publishedAt time.Time // when status last got the read location
 	unpublished bool      // events were read since then
 
-	// silenceLimit: with a stream from the source (which sends
-	// heartbeats), this many idle ticks without any event mean the
-	// connection is dead. Zero for relay streams, which are silent while
-	// the source is.
-	silenceLimit int
-	silentTicks  int
+	// silence: with a stream from the source (which sends heartbeats),
+	// this long without any event means the connection is dead. Zero for
+	// relay streams, which are silent while the source is.
+	silence time.Duration
 }
 
 // publishEvery bounds how often the read loop formats its location for
@@ -103,7 +95,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 
 	r := s.newReader(disp, start)
 	if _, direct := opener.(*upstream.Opener); direct {
-		r.silenceLimit = int(upstream.SilenceLimit / idleTick)
+		r.silence = upstream.SilenceLimit
 	}
 	loopErr := r.loop(runCtx, stream)
 	r.flushPublish()
@@ -233,7 +225,7 @@ func (s *Syncer) publishRunEnd() {
 func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 	loc := start.cp.loc
 	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
-		cur: loc, txnEnd: loc, gset: start.gset, safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
+		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
 		saved: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.ddl = s.newDDLApplier(r)
@@ -257,47 +249,23 @@ func readError(err error) error {
 
 // loop reads and handles events until ctx is done or an error occurs.
 func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
-	wait := binlog.NewIdleWait(ctx, idleTick)
-	defer wait.Stop()
-	for {
-		evCtx := wait.Next()
-		ev, err := stream.GetEvent(evCtx)
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if err != nil {
-			if errors.Is(err, context.Canceled) && wait.Expired(evCtx) {
-				if err := r.idle(ctx); err != nil {
-					return err
-				}
-				continue
-			}
-			return readError(err)
-		}
-		r.silentTicks = 0
+	return binlog.ReadLoop(ctx, stream, idleTick, r.silence, func(ev *replication.BinlogEvent) error {
 		if err := r.handle(ctx, ev); err != nil {
 			return err
 		}
-		if !r.inTxn {
+		if !r.tr.InTxn {
 			if err := r.maybeMark(ctx, false); err != nil {
 				return err
 			}
 		}
-		if err := r.maybeSave(ctx); err != nil {
-			return err
-		}
-	}
+		return r.maybeSave(ctx)
+	}, func() error { return r.idle(ctx) }, readError)
 }
 
 // idle runs when no event came for idleTick: mark the last boundary so
 // the checkpoint catches up, and report no lag once everything is applied.
 func (r *reader) idle(ctx context.Context) error {
-	r.silentTicks++
-	if r.silenceLimit > 0 && r.silentTicks >= r.silenceLimit {
-		return errs.New(CodeReadBinlog, true, "sync: no binlog event or heartbeat from the source for at least %s; the connection is taken for dead",
-			time.Duration(r.silentTicks)*idleTick)
-	}
-	if !r.inTxn {
+	if !r.tr.InTxn {
 		if err := r.maybeMark(ctx, false); err != nil {
 			return err
 		}
@@ -306,7 +274,7 @@ func (r *reader) idle(ctx context.Context) error {
 		return err
 	}
 	r.flushPublish()
-	if len(r.marks) == 0 && r.disp.queueDepth() == 0 && !r.gtidStale && r.marked.Compare(r.txnEnd) == 0 {
+	if len(r.marks) == 0 && r.disp.queueDepth() == 0 && r.tr.EndIs(r.marked) {
 		r.s.mu.Lock()
 		r.s.prog.eventTime = time.Time{}
 		r.s.mu.Unlock()
@@ -319,7 +287,7 @@ func (r *reader) idle(ctx context.Context) error {
 // maybeMark sends a mark for the last transaction boundary when the flush
 // interval has passed (or force is set) and there is something new.
 func (r *reader) maybeMark(ctx context.Context, force bool) error {
-	if !r.gtidStale && r.txnEnd.Compare(r.marked) == 0 && r.txnEnd.GTID == r.marked.GTID {
+	if r.tr.EndIs(r.marked) {
 		return nil
 	}
 	if !force && time.Since(r.markedAt) < r.interval {
@@ -329,20 +297,10 @@ func (r *reader) maybeMark(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
-	end := r.boundary()
+	end := r.tr.End()
 	r.marks = append(r.marks, pendingMark{seq: seq, loc: end})
 	r.marked, r.markedAt = end, time.Now()
 	return nil
-}
-
-// boundary is the last transaction boundary with its GTID set. Only valid
-// between transactions' changes (gset moves at commit only).
-func (r *reader) boundary() binlog.Location {
-	if r.gtidStale {
-		r.txnEnd.GTID = r.gset.String()
-		r.gtidStale = false
-	}
-	return r.txnEnd
 }
 
 // appliedMark pops every fully applied mark and returns the newest one.
@@ -394,7 +352,7 @@ func (r *reader) publish(ts uint32, force bool) {
 	}
 	r.publishedAt, r.unpublished = now, false
 	r.s.mu.Lock()
-	r.s.prog.binlog, r.s.prog.gtid = r.cur.String(), r.gset.String()
+	r.s.prog.binlog, r.s.prog.gtid = r.tr.Cur.String(), r.tr.GTIDSet().String()
 	if r.lastTS > 0 {
 		r.s.prog.eventTime = time.Unix(int64(r.lastTS), 0)
 	}
@@ -409,68 +367,34 @@ func (r *reader) publish(ts uint32, force bool) {
 
 // handle processes one event.
 func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
-	h := ev.Header
-	if h.EventType == replication.HEARTBEAT_EVENT || h.EventType == replication.HEARTBEAT_LOG_EVENT_V2 {
+	kind, err := r.tr.Track(ev)
+	if err != nil {
+		return errs.New(CodeReadBinlog, false, "sync: %w", err)
+	}
+	switch kind {
+	case binlog.EventHeartbeat:
 		return nil
+	case binlog.EventCommit:
+		err = r.commit()
+	case binlog.EventQuery:
+		e := ev.Event.(*replication.QueryEvent)
+		err = r.ddl.apply(ctx, ev, e, strings.TrimSpace(string(e.Query)))
+	case binlog.EventRows:
+		err = r.rows(ctx, ev, ev.Event.(*replication.RowsEvent))
 	}
-	if h.LogPos > 0 {
-		r.cur.Pos = h.LogPos
+	if err != nil {
+		return err
 	}
-	switch e := ev.Event.(type) {
-	case *replication.RotateEvent:
-		r.cur.Name, r.cur.Pos = string(e.NextLogName), uint32(e.Position)
-		if !r.inTxn {
-			r.txnEnd.Name, r.txnEnd.Pos = r.cur.Name, r.cur.Pos
-		}
-	case *replication.MariadbGTIDEvent:
-		gtid, standalone, err := binlog.MariadbGTID(ev)
-		if err != nil {
-			return errs.New(CodeReadBinlog, false, "sync: %w", err)
-		}
-		r.pendingGTID, r.inTxn = gtid, !standalone
-	case *replication.GTIDEvent:
-		r.pendingGTID = binlog.MySQLGTID(e)
-	case *replication.QueryEvent:
-		q := strings.TrimSpace(string(e.Query))
-		switch strings.ToUpper(q) {
-		case "BEGIN":
-			r.inTxn = true
-		case "COMMIT", "ROLLBACK":
-			if err := r.commit(); err != nil {
-				return err
-			}
-		default:
-			if err := r.ddl.apply(ctx, ev, e, q); err != nil {
-				return err
-			}
-		}
-	case *replication.RowsEvent:
-		if err := r.rows(ctx, ev, e); err != nil {
-			return err
-		}
-	case *replication.XIDEvent:
-		if err := r.commit(); err != nil {
-			return err
-		}
-	default:
-		return nil
-	}
-	r.publish(h.Timestamp, false)
+	r.publish(ev.Header.Timestamp, false)
 	return nil
 }
 
 // commit ends the current transaction: its GTID joins the set and its end
 // becomes the latest boundary a checkpoint may name.
 func (r *reader) commit() error {
-	if r.pendingGTID != "" {
-		if err := r.gset.Update(r.pendingGTID); err != nil {
-			return errs.New(CodeReadBinlog, false, "sync: add GTID %q to %q: %w", r.pendingGTID, r.gset.String(), err)
-		}
-		r.pendingGTID = ""
+	if err := r.tr.Commit(); err != nil {
+		return errs.New(CodeReadBinlog, false, "sync: %w", err)
 	}
-	r.inTxn = false
-	r.txnEnd = binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
-	r.gtidStale = true
 	r.s.stats.transactions.Add(1)
 	return nil
 }
@@ -494,14 +418,13 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if !ok || e.Table == nil {
 		return nil
 	}
-	r.inTxn = true
 	schema, table := string(e.Table.Schema), string(e.Table.Table)
 	if !r.s.filter.TableAllowed(schema, table) {
 		return nil
 	}
 	if skip, err := r.s.events.skip(schema, table, kind.String(), ""); err != nil {
 		return errs.New(CodeFilterError, false, "sync: %v at binlog %s; change the rule and resume the task",
-			err, binlog.Location{Name: r.cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
+			err, binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
 	} else if skip {
 		return nil
 	}
@@ -512,12 +435,12 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if len(ti.key) == 0 {
 		r.s.warnNoKey(ti.source)
 	}
-	if !r.safeUntil.IsZero() && r.cur.Compare(r.safeUntil) > 0 {
-		r.s.logger.Info("sync unit leaves safe mode", zap.Stringer("at", r.cur), zap.Stringer("until", r.safeUntil))
+	if !r.safeUntil.IsZero() && r.tr.Cur.Compare(r.safeUntil) > 0 {
+		r.s.logger.Info("sync unit leaves safe mode", zap.Stringer("at", r.tr.Cur), zap.Stringer("until", r.safeUntil))
 		r.safeUntil = binlog.Location{}
 	}
 	safe := r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
-	loc := binlog.Location{Name: r.cur.Name, Pos: r.cur.Pos}
+	loc := binlog.Location{Name: r.tr.Cur.Name, Pos: r.tr.Cur.Pos}
 	step := 1
 	if kind == kindUpdate {
 		step = 2
