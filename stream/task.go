@@ -74,7 +74,8 @@ type TaskConfig struct {
 	// after acknowledged batches at most once a second, at the end of each
 	// acknowledged fill-history chunk, and when Run returns.
 	Save func(ctx context.Context, cp Checkpoint) error
-	// Start is where to resume. A zero Location means the config's start,
+	// Start is where to resume. A Location with neither file nor GTID set
+	// means the config's start,
 	// or the source's current position when that is empty too (or, with
 	// snapshot: true, the location of the fill-history snapshot).
 	Start  Checkpoint
@@ -212,7 +213,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			return stopErr(ctx, err)
 		}
 	}
-	if cp.Location.IsZero() {
+	if noLocation(cp.Location) {
 		if cp.Location, err = t.startLocation(ctx); err != nil {
 			return stopErr(ctx, err)
 		}
@@ -224,6 +225,10 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	t.setState(StateStreaming, "streaming from "+cp.Location.String())
 	return t.stream(ctx, cp, flavor)
 }
+
+// noLocation reports whether l names no place to start: neither a file
+// nor a GTID set (a GTID set alone is a start with enable-gtid).
+func noLocation(l binlog.Location) bool { return l.Name == "" && l.GTID == "" }
 
 // stopErr is what Run returns for err: nil when ctx is done (the
 // checkpoint is saved by then), else err.

@@ -16,7 +16,7 @@ import (
 // fillHistory runs the fill-history snapshot of the selected tables from
 // the progress in cp and returns the checkpoint streaming starts from.
 //
-// Where streaming starts: a first fill-history (cp.Location zero) saves the
+// Where streaming starts: a first fill-history (no cp.Location) saves the
 // source's current position L0 before the snapshot begins, so that a crash
 // finds a start no later than any row read. When that snapshot completes
 // in one run, streaming starts exactly at its location P (every row was
@@ -33,7 +33,7 @@ import (
 // ...:r:<db>.<table>:#<n>@<run> (n counts the rows of this read, run is the
 // start of this run in Unix ns), unique but not stable across runs.
 func (t *Task) fillHistory(ctx context.Context, cp Checkpoint) (Checkpoint, error) {
-	first := cp.Location.IsZero()
+	first := noLocation(cp.Location)
 	if first {
 		if s := t.cfg.Stream.Start; s.BinlogName != "" || s.BinlogGTID != "" {
 			t.logger.Info("stream start is ignored: with snapshot: true streaming starts where the snapshot was taken")
