@@ -332,13 +332,15 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 	schema := string(e.Schema)
 	targets, isDDL, err := ddlTargets(r.parser, schema, query)
 	if err != nil {
-		// MariaDB syntax the parser does not know: attributed to the
-		// default schema, whose cached tables are all forgotten.
-		r.t.logger.Warn("stream cannot parse a statement of the binlog; it is delivered as a DDL of its default schema",
-			zap.Stringer("at", r.tr.Cur), zap.String("schema", schema), zap.String("query", clip(query)), zap.Error(err))
-		if schema == "" {
+		if schema == "" || !ddlVerb(query) {
+			r.t.logger.Debug("stream skips a statement of the binlog it cannot parse", zap.Stringer("at", r.tr.Cur),
+				zap.String("query", clip(query)), zap.Error(err))
 			return nil
 		}
+		// DDL in MariaDB syntax the parser does not know: attributed to
+		// the default schema, whose cached tables are all forgotten.
+		r.t.logger.Warn("stream cannot parse a DDL statement of the binlog; it is delivered as a DDL of its default schema",
+			zap.Stringer("at", r.tr.Cur), zap.String("schema", schema), zap.String("query", clip(query)), zap.Error(err))
 		targets, isDDL = []ddlTarget{{db: schema}}, true
 	}
 	if !isDDL {
@@ -363,6 +365,20 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 		return errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", r.t.name, r.tr.Cur, clip(query), err)
 	}
 	return r.add(ctx, event)
+}
+
+// ddlVerb reports whether a statement starts like DDL (CREATE, ALTER,
+// DROP, RENAME, TRUNCATE).
+func ddlVerb(query string) bool {
+	words := strings.Fields(strings.TrimLeft(query, " \t\r\n("))
+	if len(words) == 0 {
+		return false
+	}
+	switch strings.ToUpper(words[0]) {
+	case "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE":
+		return true
+	}
+	return false
 }
 
 // ddlTarget is a database (table "") or table a DDL statement names.
