@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/relay"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
@@ -372,4 +376,53 @@ func TestTaskStreamGTIDResume(t *testing.T) {
 	if len(keys) != 10 || keys[0] != `{"id":21}` || keys[9] != `{"id":30}` {
 		t.Errorf("resumed from GTID set %q: keys %v, want ids 21 to 30 once each", cp.Location.GTID, keys)
 	}
+}
+
+// TestTaskStreamFromRelay streams through the relay reader (relay on for
+// the source) instead of a replication connection of the task's own.
+func TestTaskStreamFromRelay(t *testing.T) {
+	e := newTaskEnv(t)
+	encExec(t, e.root, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))")
+	src := e.source()
+	rl, err := relay.New(relay.Config{Dir: t.TempDir(), Source: src, Worker: "w1", Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- rl.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-relayDone
+		if err := rl.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	file, pos, _ := e.src.MasterStatus(t)
+	testutil.WaitFor(t, taskTimeout, "relay written up to the source's position", func() bool {
+		return rl.Written().Compare(binlog.Location{Name: file, Pos: pos}) >= 0
+	})
+
+	sink := newMemSink()
+	var sv saves
+	var readers []*relay.Reader
+	opener := func() binlog.StreamOpener {
+		rd := rl.NewReader("stream/r")
+		readers = append(readers, rd)
+		return rd
+	}
+	r := startTask(t, TaskConfig{Stream: taskStream("r", false), Source: src, Opener: opener, DB: e.db, Sink: sink, Save: sv.save})
+	testutil.WaitFor(t, taskTimeout, "streaming", func() bool { return r.task.Status().State == StateStreaming })
+	encExec(t, e.root, "INSERT INTO app.t VALUES (1, 'a'), (2, 'b'), (3, 'c')", "UPDATE app.t SET v = 'B' WHERE id = 2",
+		"DELETE FROM app.t WHERE id = 3")
+	r.waitCaughtUp(t, e)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if len(readers) != 1 {
+		t.Errorf("the task opened %d relay readers, want 1", len(readers))
+	}
+	e.copyTables(t, "t")
+	newApplier(t, e.root, "copy", map[string][]string{"t": {"id"}}).apply(t, memRecords(sink.all()))
+	e.sameTables(t, "t")
 }
