@@ -74,10 +74,18 @@ func appendRawJSON(buf, raw []byte) []byte {
 
 // retryLoop runs attempt until it succeeds, waiting with backoff between
 // failures, and gives up only when ctx is done: then the error names what
-// was being done and the last failure. attempt logs nothing itself; each
-// failure is logged here once, with the delay before the next try.
+// was being done and the last failure (the last attempt that ran to its
+// end, when ctx ended in the middle of one). attempt logs nothing itself;
+// each failure is logged here once, with the delay before the next try.
 func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt func(context.Context) error) error {
 	b := backoff.New(sinkRetryMin, sinkRetryMax)
+	var last error // the failure of the last attempt that ran to its end
+	giveUp := func(n int, err error) error {
+		if last == nil {
+			last = err
+		}
+		return fmt.Errorf("%s: gave up after %d attempt(s) (%w): %w", what, n, context.Cause(ctx), last)
+	}
 	for n := 1; ; n++ {
 		err := attempt(ctx)
 		if err == nil {
@@ -87,13 +95,14 @@ func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt fun
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: gave up after %d attempt(s) (%w): %w", what, n, context.Cause(ctx), err)
+			return giveUp(n, err)
 		}
+		last = err
 		d := b.Next()
 		logger.Warn("sink delivery failed, retrying", zap.String("op", what), zap.Int("attempt", n),
 			zap.Duration("retry-in", d), zap.Error(err))
 		if !backoff.Sleep(ctx, backoff.RealClock{}, d) {
-			return fmt.Errorf("%s: gave up after %d attempt(s) (%w): %w", what, n, context.Cause(ctx), err)
+			return giveUp(n, err)
 		}
 	}
 }

@@ -126,9 +126,9 @@ func (s *natsSink) Write(ctx context.Context, batch []Event) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	msgs := make([]*nats.Msg, len(batch))
+	msgs := make([]natsOut, len(batch))
 	for i, e := range batch {
-		msgs[i] = &nats.Msg{Subject: natsSubject(s.cfg.Subject, e.DB, e.Table), Data: appendSinkRecord(nil, e)}
+		msgs[i] = natsOut{subject: natsSubject(s.cfg.Subject, e.DB, e.Table), data: appendSinkRecord(nil, e)}
 	}
 	done := 0 // msgs[:done] are acknowledged
 	what := fmt.Sprintf("NATS sink of stream %q: publish %d event(s) to %s.> at %s", s.stream, len(batch), s.cfg.Subject, s.shown)
@@ -149,10 +149,16 @@ func (s *natsSink) Write(ctx context.Context, batch []Event) error {
 	})
 }
 
+// natsOut is the subject and body of one event's message.
+type natsOut struct {
+	subject string
+	data    []byte
+}
+
 // publishWindow publishes msgs asynchronously with at most natsWindow
 // awaiting their ack, in order, and returns how many leading messages are
 // acknowledged.
-func publishWindow(ctx context.Context, js jetstream.JetStream, batch []Event, msgs []*nats.Msg) (int, error) {
+func publishWindow(ctx context.Context, js jetstream.JetStream, batch []Event, msgs []natsOut) (int, error) {
 	type inflight struct {
 		idx int
 		f   jetstream.PubAckFuture
@@ -180,9 +186,9 @@ func publishWindow(ctx context.Context, js jetstream.JetStream, batch []Event, m
 				return acked, err
 			}
 		}
-		// Publishing again reuses the message: the ID header is set anew.
-		m.Header = nil
-		f, err := js.PublishMsgAsync(m, jetstream.WithMsgID(batch[i].ID))
+		// A new nats.Msg each time: the client keeps the one of an earlier
+		// attempt (to retry it itself) until that attempt's future ends.
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: m.subject, Data: m.data}, jetstream.WithMsgID(batch[i].ID))
 		if err != nil {
 			return acked, err
 		}

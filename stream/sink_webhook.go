@@ -127,9 +127,9 @@ func (s *webhookSink) encode(part []Event) {
 
 // post sends s.body once.
 func (s *webhookSink) post(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	reqCtx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(s.body))
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, s.url, bytes.NewReader(s.body))
 	if err != nil {
 		return err
 	}
@@ -140,16 +140,16 @@ func (s *webhookSink) post(ctx context.Context, key string) error {
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		if ctx.Err() == nil && errors.Is(reqCtx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("no answer within sink.webhook.timeout %s: %w", s.timeout, err)
 		}
 		return err
 	}
+	defer resp.Body.Close() // a read body: closing it loses nothing
 	// The snippet only feeds the message; the rest is drained so that the
-	// connection can be reused; closing a read body loses nothing.
+	// connection can be reused.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, webhookSnippet))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
