@@ -92,8 +92,19 @@ mysql-instances:
 block-allow-list:
   demo-only: {do-dbs: ["shop"]}
 EOF
+cat >"$work/stream.yaml" <<EOF
+name: demo-cdc
+source-id: demo-source
+block-allow-list: {do-dbs: ["shop"]}
+start: {binlog-name: $binlog_name, binlog-pos: $binlog_pos}
+format: debezium
+sink:
+  type: file
+  file: {dir: $work/cdc, rotate-size: 64MiB}
+EOF
 dmctl source create "$work/source.yaml" --worker demo-worker
 dmctl task start "$work/task.yaml"
+dmctl stream create "$work/stream.yaml"
 
 echo "demo: workload on the source"
 mysql "$src_port" -e "
@@ -125,5 +136,26 @@ if [ "$got" = "$want" ]; then
 	echo "demo: OK — target equals source (CHECKSUM $want, $rows rows in shop.orders)"
 else
 	echo "demo: target does not equal source (source CHECKSUM $want, target ${got:-none}); see $work/worker.log" >&2
+	exit 1
+fi
+
+# Every row change above is also a change event of the demo-cdc stream: 5000 inserts, the updates and
+# deletes, and the DDL statements as DDL events.
+read -r end_name end_pos < <(mysql "$src_port" -N -e 'SHOW MASTER STATUS' | awk '{print $1, $2}')
+echo
+echo "demo: waiting for stream demo-cdc to reach $end_name:$end_pos"
+for _ in $(seq 1 600); do
+	dmctl --output json stream status demo-cdc 2>/dev/null | grep -q "\"checkpoint\": *\"$end_name:$end_pos\"" && break
+	sleep 0.1
+done
+dmctl stream status demo-cdc
+events=$(cat "$work"/cdc/*.jsonl 2>/dev/null | wc -l)
+echo
+echo "demo: first change events in $work/cdc:"
+head -q -n 3 "$work"/cdc/demo-cdc.*.jsonl 2>/dev/null | cut -c1-400
+if [ "$events" -gt 5000 ]; then
+	echo "demo: OK — stream demo-cdc delivered $events change events"
+else
+	echo "demo: stream demo-cdc delivered $events change events, expected more than 5000; see $work/worker.log" >&2
 	exit 1
 fi

@@ -288,6 +288,9 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.tr.Cur)
 	}
+	if s, err = fitSchema(s, e.Table); err != nil {
+		return errs.New(CodeSchema, false, "stream %q: rows at binlog %s: %w", r.t.name, r.tr.Cur, err)
+	}
 	op := rowOps[kind]
 	step := 1
 	if kind == binlog.RowsUpdate {
