@@ -10,45 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
-	"github.com/dmworker/dm-worker/tests/testutil"
 )
-
-// sinkTestEvents returns n row events of table shop.orders, IDs from first.
-func sinkTestEvents(first, n int) []Event {
-	out := make([]Event, n)
-	for i := range out {
-		id := first + i
-		out[i] = Event{
-			ID:    fmt.Sprintf("s1:mariadb-bin.000001:%d:0", 1000+id),
-			Key:   fmt.Appendf(nil, `{"id":%d}`, id),
-			Value: fmt.Appendf(nil, `{"before":null,"after":{"id":%d,"note":"row %d"},"op":"c"}`, id, id),
-			DB:    "shop", Table: "orders", Op: "c",
-		}
-	}
-	return out
-}
-
-// sinkRecord is one {"key","value"} object as a sink carries it.
-type sinkRecord struct {
-	Key   json.RawMessage `json:"key"`
-	Value json.RawMessage `json:"value"`
-}
-
-// checkSinkLeaks makes t fail when goroutines started during the test
-// outlive it (its Cleanup runs last: call it first).
-func checkSinkLeaks(t *testing.T) {
-	t.Helper()
-	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() {
-		testutil.Eventually(t, 5*time.Second, "no goroutine of the test outlives it", func() error { return goleak.Find(ignore) })
-	})
-}
 
 func newTestFileSink(t *testing.T, dir string, rotate config.ByteSize) Sink {
 	t.Helper()
