@@ -794,9 +794,9 @@ func TestStreamSinkDown(t *testing.T) {
 	e.verifyApplied("nats", e.readNATS(ns, "cdc.down"))
 }
 
-// TestStreamBadInput: a stream config with an unknown sink type written
-// straight into etcd and a webhook sink at a loopback port nobody listens
-// on each give a clear error for that stream only, while another stream
+// TestStreamBadInput: stream configs with an unknown sink type or a NATS
+// subject with a wildcard written straight into etcd, and a webhook sink at
+// a loopback port nobody listens on, each give a clear error for that stream only, while another stream
 // keeps streaming; a corrupt meta file makes every stream report
 // stream-meta-unavailable naming the file, while a subtask still
 // replicates.
@@ -816,15 +816,18 @@ func TestStreamBadInput(t *testing.T) {
 	}
 	put("/stream/config/"+replSource+"/pigeon", `{"name":"pigeon","source-id":"`+replSource+`","sink":{"type":"carrier-pigeon"}}`)
 	put("/stage/stream/"+replSource+"/pigeon", `{"expect":"Running"}`)
+	// A NATS subject with a wildcard, which dmctl would refuse.
+	put("/stream/config/"+replSource+"/wild", `{"name":"wild","source-id":"`+replSource+`","sink":{"type":"nats","nats":{"url":"nats://127.0.0.1:1","subject":"cdc.*"}}}`)
+	put("/stage/stream/"+replSource+"/wild", `{"expect":"Running"}`)
 
 	e.waitStream("good", 30*time.Second, "streaming", streamDoc.streaming)
-	e.w.waitStatus(30*time.Second, "stream pigeon reports stream-config-invalid naming the sink type", func(st workerStatus) bool {
+	e.w.waitStatus(30*time.Second, "streams pigeon and wild report stream-config-invalid naming the sink type and the subject", func(st workerStatus) bool {
+		var pigeon, wild bool
 		for _, er := range st.Errors {
-			if er.Task == "pigeon" && er.Code == "stream-config-invalid" && strings.Contains(er.Message, "carrier-pigeon") {
-				return true
-			}
+			pigeon = pigeon || er.Task == "pigeon" && er.Code == "stream-config-invalid" && strings.Contains(er.Message, "carrier-pigeon")
+			wild = wild || er.Task == "wild" && er.Code == "stream-config-invalid" && strings.Contains(er.Message, "cdc.*")
 		}
-		return false
+		return pigeon && wild
 	})
 	hook := e.waitStream("hook", 30*time.Second, "the unreachable webhook is reported", func(d streamDoc) bool {
 		for _, er := range d.Errors {
@@ -836,7 +839,7 @@ func TestStreamBadInput(t *testing.T) {
 	})
 	t.Logf("webhook stream: %v", hook)
 	for _, er := range e.w.status().Errors {
-		if er.Task != "pigeon" && er.Task != "hook" {
+		if er.Task != "pigeon" && er.Task != "wild" && er.Task != "hook" {
 			t.Errorf("an error of another object than the bad streams: %+v", er)
 		}
 	}
