@@ -13,10 +13,27 @@ import (
 )
 
 // Retry pacing of every sink's Write (DESIGN.md §4: retried with backoff).
+// A Write that keeps failing for sinkGiveUpAfter gives up: the task then
+// pauses with the error and is resumed through checking, where the sink's
+// readiness probe is retried with the reason in status.
 const (
 	sinkRetryMin = 100 * time.Millisecond
 	sinkRetryMax = 5 * time.Second
 )
+
+// sinkGiveUpAfter is a variable so that tests can shorten it.
+var sinkGiveUpAfter = 30 * time.Second
+
+// retryReportKey carries, in a Write's ctx, the function told about each
+// failed attempt (and nil once an attempt succeeds), so the task can show
+// a sink that is being retried in status while Write still runs.
+type retryReportKey struct{}
+
+// withRetryReport returns ctx with report as the retry reporter of Writes
+// under it.
+func withRetryReport(ctx context.Context, report func(error)) context.Context {
+	return context.WithValue(ctx, retryReportKey{}, report)
+}
 
 // NewSink builds the sink of one stream from its config. It does not
 // connect or touch the file system: Probe does, and Write connects on
@@ -79,7 +96,14 @@ func appendRawJSON(buf, raw []byte) []byte {
 // each failure is logged here once, with the delay before the next try.
 func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt func(context.Context) error) error {
 	b := backoff.New(sinkRetryMin, sinkRetryMax)
-	var last error // the failure of the last attempt that ran to its end
+	report, _ := ctx.Value(retryReportKey{}).(func(error))
+	if report == nil {
+		report = func(error) {}
+	}
+	var (
+		last      error // the failure of the last attempt that ran to its end
+		firstFail time.Time
+	)
 	giveUp := func(n int, err error) error {
 		if last == nil {
 			last = err
@@ -91,6 +115,7 @@ func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt fun
 		if err == nil {
 			if n > 1 {
 				logger.Info("sink delivery recovered", zap.String("op", what), zap.Int("attempts", n))
+				report(nil)
 			}
 			return nil
 		}
@@ -98,6 +123,13 @@ func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt fun
 			return giveUp(n, err)
 		}
 		last = err
+		report(fmt.Errorf("%s: attempt %d failed, retrying: %w", what, n, err))
+		if firstFail.IsZero() {
+			firstFail = time.Now()
+		} else if time.Since(firstFail) >= sinkGiveUpAfter {
+			return fmt.Errorf("%s: still failing after %s and %d attempts; the stream pauses and is resumed "+
+				"through the sink's readiness check: %w", what, sinkGiveUpAfter, n, err)
+		}
 		d := b.Next()
 		logger.Warn("sink delivery failed, retrying", zap.String("op", what), zap.Int("attempt", n),
 			zap.Duration("retry-in", d), zap.Error(err))

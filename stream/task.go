@@ -337,7 +337,8 @@ func (t *Task) writeEvents(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	if err := t.cfg.Sink.Write(ctx, events); err != nil {
+	wctx := withRetryReport(ctx, func(err error) { t.update(func(st *TaskStatus) { st.Err = err }) })
+	if err := t.cfg.Sink.Write(wctx, events); err != nil {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
