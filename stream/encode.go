@@ -21,9 +21,9 @@ const (
 //   - TINYINT … BIGINT (signed, UNSIGNED, ZEROFILL), YEAR (0 for 0000)
 //     and BIT: JSON numbers with every digit (no float rounding);
 //   - DECIMAL: a string with the column's scale, "-1.50";
-//   - FLOAT: a number with the 6 significant digits MariaDB prints (the
-//     most a snapshot read has); DOUBLE: the shortest number that reads
-//     back as the same double;
+//   - FLOAT: the shortest number that reads back as the same float32
+//     (every bit of the stored value, not the 6 digits MariaDB prints);
+//     DOUBLE: the shortest number that reads back as the same double;
 //   - DATE, DATETIME, TIMESTAMP (UTC), TIME: strings in MariaDB's text
 //     form with the column's fractional digits, zero dates kept
 //     ("0000-00-00 00:00:00.000000");

@@ -236,15 +236,13 @@ func encodeDecimal(c *Column, v any) (colValue, error) {
 	return colValue{kind: valueIsString, text: d.StringFixed(int32(c.Scale))}, nil
 }
 
-// floatDisplayDigits is how many significant digits MariaDB prints of a
-// FLOAT (FLT_DIG); a snapshot read has no more, so binlog values are
-// rounded to the same digits and both forms encode alike.
-const floatDisplayDigits = 6
-
 // encodeFloat writes FLOAT (bits 32) and DOUBLE (bits 64) as JSON numbers:
-// the shortest text that reads back as the same value, without an
-// exponent unless the magnitude is below 1e-6 or from 1e21 on (as
-// encoding/json writes floats).
+// the shortest text that reads back as the same float32 or float64, without
+// an exponent unless the magnitude is below 1e-6 or from 1e21 on (as
+// encoding/json writes floats). The binlog gives a FLOAT as a float32; a
+// snapshot reads it as the text of the double that holds it exactly
+// (CAST(col AS DOUBLE), see selectList), whose nearest float32 is the same
+// value, so both forms encode alike.
 func encodeFloat(v any, bits int) (colValue, error) {
 	var f float64
 	switch x := v.(type) {
@@ -262,15 +260,11 @@ func encodeFloat(v any, bits int) (colValue, error) {
 			return colValue{}, fmt.Errorf("float text %q: %w", s, err)
 		}
 	}
+	if bits == 32 {
+		f = float64(float32(f)) // the FLOAT a float64 value stands for
+	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return colValue{}, fmt.Errorf("float %v has no JSON form", f)
-	}
-	if bits == 32 {
-		rounded, err := strconv.ParseFloat(strconv.FormatFloat(f, 'g', floatDisplayDigits, 32), 32)
-		if err != nil {
-			return colValue{}, fmt.Errorf("float %v: %w", f, err)
-		}
-		f = rounded
 	}
 	return colValue{kind: valueIsNumber, text: jsonFloat(f, bits),
 		alt: strconv.FormatFloat(f, 'f', -1, bits), hasAlt: true}, nil

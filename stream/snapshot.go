@@ -39,12 +39,13 @@ import (
 // Rows come as text, as the text protocol carries them (no statement has
 // arguments: key values are written into the query as literals; the
 // integers and floats go-sql-driver parses are printed back): integers,
-// decimals and temporal values in MariaDB's
-// text form (TIMESTAMP in UTC: the session's time_zone is +00:00, as the
-// binlog carries them), text columns in utf8mb4 (SET NAMES utf8mb4),
-// BINARY/BLOB/BIT as their raw bytes, NULL as nil. The pool must not parse
-// times (go-sql-driver's parseTime off). The connection's session settings
-// are changed, so it is closed at the end instead of going back to the pool.
+// decimals and temporal values in MariaDB's text form (TIMESTAMP in UTC:
+// the session's time_zone is +00:00, as the binlog carries them), FLOAT as
+// the text of the double that holds it exactly (selectList), text columns
+// in utf8mb4 (SET NAMES utf8mb4), BINARY/BLOB/BIT as their raw bytes, NULL
+// as nil. The pool must not parse times (go-sql-driver's parseTime off).
+// The connection's session settings are changed, so it is closed at the
+// end instead of going back to the pool.
 
 // TableName names one table of the source.
 type TableName struct{ DB, Table string }
@@ -68,7 +69,8 @@ type SnapshotRow struct {
 	// slice is shared by the rows of a table: do not modify it.
 	Columns []string
 	// Values are nil for NULL, else the value's bytes as MariaDB prints it
-	// (text), raw for BINARY/BLOB/BIT; each a copy the caller may keep.
+	// (text; a FLOAT as the double that holds it exactly), raw for
+	// BINARY/BLOB/BIT; each a copy the caller may keep.
 	Values []any
 	// Cursor is the row's key as text, one value per key column (as
 	// TableProgress.Cursor keeps it); nil for a table read without a key.
@@ -293,15 +295,16 @@ type tableKey struct {
 // table reads one table and emits its chunks.
 func (s *snapshotter) table(ctx context.Context, t TableName, key []string, p TableProgress) error {
 	log := s.log.With(zap.Stringer("table", t))
-	cols, types, err := s.columns(ctx, t)
+	cols, types, err := tableColumns(ctx, s.conn, t)
 	if err != nil {
 		return err
 	}
+	selected := selectList(cols, types)
 	k, why := keyOf(cols, types, key)
 	if why != "" {
 		log.Warn("fill-history reads the table without a key, whole, in one query ordered by every column; "+
 			"a restart reads it again from its start", zap.String("reason", why))
-		return s.whole(ctx, t, cols)
+		return s.whole(ctx, t, selected, cols)
 	}
 	cursor := p.Cursor
 	if len(cursor) != 0 && len(cursor) != len(k.names) {
@@ -320,7 +323,7 @@ func (s *snapshotter) table(ctx context.Context, t TableName, key []string, p Ta
 		if err != nil {
 			return fmt.Errorf("stream: fill-history: %s: cursor %q: %w", t, cursor, err)
 		}
-		q := "SELECT * FROM " + t.quoted() + where + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + strconv.Itoa(s.chunk)
+		q := "SELECT " + selected + " FROM " + t.quoted() + where + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + strconv.Itoa(s.chunk)
 		rows, err := s.read(ctx, t, q, cols, &k)
 		if err != nil {
 			return err
@@ -391,9 +394,15 @@ func keysetWhere(k tableKey, cursor []string) (string, error) {
 	return " WHERE " + quoteName(k.names[0]) + " >= " + lits[0] + " AND (" + cond + ")", nil
 }
 
-// columns returns the names and go-sql-driver type names of t's columns.
-func (s *snapshotter) columns(ctx context.Context, t TableName) (names, types []string, err error) {
-	rows, err := s.conn.QueryContext(ctx, "SELECT * FROM "+t.quoted()+" LIMIT 0")
+// queryer runs a query: a *sql.Conn, *sql.DB or *sql.Tx.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// tableColumns returns the names and go-sql-driver type names
+// (DatabaseTypeName) of t's columns, in the table's order.
+func tableColumns(ctx context.Context, q queryer, t TableName) (names, types []string, err error) {
+	rows, err := q.QueryContext(ctx, "SELECT * FROM "+t.quoted()+" LIMIT 0")
 	if err != nil {
 		return nil, nil, readErr(t, err)
 	}
@@ -409,6 +418,26 @@ func (s *snapshotter) columns(ctx context.Context, t TableName) (names, types []
 	return names, types, readErr(t, scanAll(rows, func(*sql.Rows) error { return nil }))
 }
 
+// selectList is the SELECT list that reads every column of a table exactly,
+// given the names and go-sql-driver type names tableColumns returns: each
+// column as itself, but a FLOAT as CAST(col AS DOUBLE) under its own name.
+// MariaDB prints a FLOAT with 6 significant digits (FLT_DIG, and ZEROFILL or
+// FLOAT(M,D) digits), which lose most of its value; the DOUBLE holds the
+// float32 exactly and prints as the shortest text that reads back as that
+// double (up to 17 digits), whose nearest float32 is the stored value. The
+// list keeps the columns' names and order, so the result's columns are
+// those of SELECT * and ORDER BY positions and key names stay valid.
+func selectList(names, types []string) string {
+	exprs := make([]string, len(names))
+	for i, n := range names {
+		exprs[i] = quoteName(n)
+		if strings.TrimPrefix(types[i], "UNSIGNED ") == "FLOAT" {
+			exprs[i] = "CAST(" + exprs[i] + " AS DOUBLE) AS " + exprs[i]
+		}
+	}
+	return strings.Join(exprs, ", ")
+}
+
 // read runs a chunk query and returns its rows; k (nil for a table read
 // without a key) gives the cursor.
 func (s *snapshotter) read(ctx context.Context, t TableName, q string, cols []string, k *tableKey) ([]SnapshotRow, error) {
@@ -420,14 +449,15 @@ func (s *snapshotter) read(ctx context.Context, t TableName, q string, cols []st
 	return out, err
 }
 
-// whole reads a table without a key in one query ordered by every column,
-// emitting every chunk rows as they arrive.
-func (s *snapshotter) whole(ctx context.Context, t TableName, cols []string) error {
+// whole reads a table without a key in one query of the SELECT list
+// selected (of the columns cols) ordered by every column, emitting every
+// chunk rows as they arrive.
+func (s *snapshotter) whole(ctx context.Context, t TableName, selected string, cols []string) error {
 	order := make([]string, len(cols))
 	for i := range cols {
 		order[i] = strconv.Itoa(i + 1)
 	}
-	q := "SELECT * FROM " + t.quoted() + " ORDER BY " + strings.Join(order, ", ")
+	q := "SELECT " + selected + " FROM " + t.quoted() + " ORDER BY " + strings.Join(order, ", ")
 	var total int64
 	batch := make([]SnapshotRow, 0, s.chunk)
 	err := s.query(ctx, t, q, cols, nil, func(r SnapshotRow) error {

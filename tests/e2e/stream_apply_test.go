@@ -268,7 +268,15 @@ func (c copyColumn) arg(v any) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s value %v is not a JSON number", c.dataType, v)
 		}
-		return strconv.ParseFloat(n.String(), 64)
+		bits := 64
+		if c.dataType == "float" {
+			// The float32 the text stands for, as the double that holds it
+			// exactly, which MariaDB stores as that float32. The text as a
+			// double may not be: 3.4028235e+38, the largest float32's
+			// shortest text, is above it and out of FLOAT's range.
+			bits = 32
+		}
+		return strconv.ParseFloat(n.String(), bits)
 	default: // DECIMAL, temporal, text, ENUM, SET, JSON: strings
 		s, ok := v.(string)
 		if !ok {
