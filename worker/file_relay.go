@@ -70,9 +70,9 @@ type FileRelay struct {
 	opts  RelayOptions
 	log   *zap.Logger
 
-	mu        sync.Mutex         // guards the fields below
-	cancel    context.CancelFunc // of the running pull; nil when not running
-	done      chan struct{}      // closed when the running pull returned
+	pull bgWork // the running pull
+
+	mu        sync.Mutex // guards the fields below
 	master    string
 	readers   int
 	purgeStop context.CancelFunc
@@ -124,31 +124,30 @@ func (h *FileRelay) Start(ctx context.Context) error {
 	return nil
 }
 
-// run starts the pull goroutine of a Running or Resuming relay; ops is held.
+// run starts the pull of a Running or Resuming relay; ops is held. An
+// error of the pull pauses the relay with it.
 func (h *FileRelay) run(ctx context.Context) {
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	h.mu.Lock()
-	h.cancel, h.done = cancel, done
-	h.mu.Unlock()
-	h.running()
 	h.log.Info("relay running")
-	go func() {
-		defer close(done)
-		mctx, stopMaster := context.WithCancel(rctx)
-		masterDone := make(chan struct{})
-		go func() {
-			defer close(masterDone)
-			h.refreshMaster(mctx)
-		}()
-		err := h.relay.Run(rctx)
-		stopMaster()
-		<-masterDone
-		if err != nil && rctx.Err() == nil {
-			h.fail([]errs.Error{errs.Entry(err, h.opts.Clock.Now())})
+	h.pull.start(ctx, &h.lifecycle, h.opts.Clock, h.pullBinlog, func(err error) {
+		if err != nil {
 			h.log.Error("relay paused by an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 		}
+	})
+}
+
+// pullBinlog pulls binlog into the relay and refreshes the master status
+// beside it, until ctx is done or the pull fails.
+func (h *FileRelay) pullBinlog(ctx context.Context) error {
+	mctx, stopMaster := context.WithCancel(ctx)
+	masterDone := make(chan struct{})
+	go func() {
+		defer close(masterDone)
+		h.refreshMaster(mctx)
 	}()
+	err := h.relay.Run(ctx)
+	stopMaster()
+	<-masterDone
+	return err
 }
 
 // refreshMaster refreshes SHOW MASTER STATUS until ctx is done.
@@ -165,60 +164,19 @@ func (h *FileRelay) refreshMaster(ctx context.Context) {
 	})
 }
 
-// cancelPull cancels the running pull and returns the channel closed when
-// it returned (nil when none runs); ops is held.
-func (h *FileRelay) cancelPull() chan struct{} {
-	h.mu.Lock()
-	cancel, done := h.cancel, h.done
-	h.cancel = nil
-	h.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	return done
-}
-
-// stopPull cancels the pull and waits for it, bounded by ctx; ops is held.
-func (h *FileRelay) stopPull(ctx context.Context) error {
-	done := h.cancelPull()
-	if done == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("relay of source %q: wait for the pull to stop: %w", h.cfg.SourceID, ctx.Err())
-	}
-}
-
 // Pause stops pulling and keeps what was written; the checker never
 // resumes an explicit pause.
 func (h *FileRelay) Pause(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	if _, err := h.pause(); err != nil {
-		return err
-	}
-	err := h.stopPull(ctx)
-	h.settle()
+	err := h.pauseWork(ctx, &h.pull)
 	h.log.Info("relay paused")
 	return err
 }
 
-// resume is the relay's part of Resume and AutoResume; it runs under ops. The pull of a paused relay has returned (an error
-// ended it, or Pause waited for it); it is waited for again, bounded by
-// ctx, before the stage moves.
+// resume is the relay's part of Resume and AutoResume; it runs under ops.
 func (h *FileRelay) resume(ctx context.Context, auto bool) error {
-	if err := h.stopPull(ctx); err != nil {
-		return err
-	}
-	if _, err := h.beginResume(auto); err != nil {
-		return err
-	}
-	h.run(ctx)
-	return nil
+	return h.restartWork(ctx, auto, &h.pull, h.run)
 }
 
 // Close stops pulling and the purger, waits for both and releases the
@@ -226,25 +184,21 @@ func (h *FileRelay) resume(ctx context.Context, auto bool) error {
 func (h *FileRelay) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	if !h.beginStop() {
-		return
+	stopped := h.stopWork(&h.pull, func() {
+		h.mu.Lock()
+		purgeStop := h.purgeStop
+		h.mu.Unlock()
+		if purgeStop != nil {
+			purgeStop()
+			<-h.purgeDone
+		}
+		if err := h.relay.Close(); err != nil {
+			h.log.Warn("close relay", zap.Error(err))
+		}
+	})
+	if stopped {
+		h.log.Info("relay stopped")
 	}
-	h.mu.Lock()
-	purgeStop := h.purgeStop
-	h.mu.Unlock()
-	if done := h.cancelPull(); done != nil {
-		<-done
-	}
-
-	if purgeStop != nil {
-		purgeStop()
-		<-h.purgeDone
-	}
-	if err := h.relay.Close(); err != nil {
-		h.log.Warn("close relay", zap.Error(err))
-	}
-	h.stopped()
-	h.log.Info("relay stopped")
 }
 
 // Kill is Close: the relay flushes only what it already wrote, which is

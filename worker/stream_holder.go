@@ -60,13 +60,12 @@ type StreamHolder struct {
 	clock      Clock
 	log        *zap.Logger
 
+	work bgWork // the running task
+
 	mu sync.Mutex // guards the fields below
-	// task is the running task (nil once its Run returned); cancel and
-	// done change only under the lifecycle's ops as well.
-	task    StreamTask
-	cancel  context.CancelFunc
-	done    chan struct{}
-	last    stream.TaskStatus // status of the last task, kept while none runs
+	// task is the running task (nil once its Run returned).
+	task StreamTask
+	last stream.TaskStatus // status of the last task, kept while none runs
 	// eventsBefore sums the events of the finished runs, so that status
 	// counts events since the stream was deployed on this worker.
 	eventsBefore int64
@@ -142,16 +141,11 @@ func (h *StreamHolder) run(ctx context.Context) {
 		h.log.Error("stream task could not start", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 		return
 	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
 	h.mu.Lock()
-	h.task, h.cancel, h.done = task, cancel, done
+	h.task = task
 	h.mu.Unlock()
-	h.running()
 	h.log.Info("stream task running", zap.Stringer("checkpoint", start.Location))
-	go func() {
-		defer close(done)
-		err := task.Run(rctx)
+	h.work.start(ctx, &h.lifecycle, h.clock, task.Run, func(err error) {
 		h.mu.Lock()
 		h.last = task.Status()
 		h.eventsBefore += h.last.Events
@@ -160,11 +154,10 @@ func (h *StreamHolder) run(ctx context.Context) {
 			h.task = nil
 		}
 		h.mu.Unlock()
-		if err != nil && rctx.Err() == nil {
-			h.fail([]errs.Error{errs.Entry(err, h.clock.Now())})
+		if err != nil {
 			h.log.Error("stream task paused by an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 		}
-	}()
+	})
 }
 
 // skipUntreated moves start to the source's current position when the
@@ -194,69 +187,28 @@ func (h *StreamHolder) skipUntreated(ctx context.Context, start stream.Checkpoin
 	return start, nil
 }
 
-// stopTask cancels the running task and waits for it (bounded by ctx);
-// ops is held.
-func (h *StreamHolder) stopTask(ctx context.Context) error {
-	h.mu.Lock()
-	cancel, done := h.cancel, h.done
-	h.cancel = nil
-	h.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stream %q: wait for the task to stop: %w", h.cfg.Name, ctx.Err())
-	}
-}
-
 // Pause stops reading and delivering with the checkpoint saved; the
 // checker never resumes an explicit pause.
 func (h *StreamHolder) Pause(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	if _, err := h.pause(); err != nil {
-		return err
-	}
-	err := h.stopTask(ctx)
-	h.settle()
+	err := h.pauseWork(ctx, &h.work)
 	h.log.Info("stream paused")
 	return err
 }
 
 // resume is the stream's part of Resume and AutoResume; it runs under ops.
 func (h *StreamHolder) resume(ctx context.Context, auto bool) error {
-	if err := h.stopTask(ctx); err != nil {
-		return err
-	}
-	if _, err := h.beginResume(auto); err != nil {
-		return err
-	}
-	h.run(ctx)
-	return nil
+	return h.restartWork(ctx, auto, &h.work, h.run)
 }
 
 // Close stops the task (its checkpoint saved by the task) and waits.
 func (h *StreamHolder) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	if !h.beginStop() {
-		return
+	if h.stopWork(&h.work, nil) {
+		h.log.Info("stream stopped")
 	}
-	h.mu.Lock()
-	done := h.done
-	cancel := h.cancel
-	h.cancel = nil
-	h.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-	h.stopped()
-	h.log.Info("stream stopped")
 }
 
 // Status is the stream object of the status API.
