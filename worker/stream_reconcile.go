@@ -270,35 +270,14 @@ func (r *streamReconciler) holderDeps() streamHolderDeps {
 	}
 }
 
-// applyStage moves the holder toward the expected stage, like a subtask's:
-// a new stage revision is a command (Running resumes even an error pause,
-// with ignore-untreated from the current position); under an unchanged one
-// only drift is corrected.
+// applyStage moves the holder toward the expected stage (driveStage); a
+// resume commanded with ignore-untreated starts at the source's current
+// position. The state is recorded in the meta store.
 func (r *streamReconciler) applyStage(ctx context.Context, ss *streamState, want *ha.Stage, log *zap.Logger) {
-	newCommand := want.Revision != ss.stageRev
+	driveStage(ctx, ss.h, want, ss.stageRev, ss.h.Start, func(newCommand bool) {
+		ss.h.SetIgnoreUntreated(newCommand && want.IgnoreUntreated)
+	}, log)
 	ss.stageRev = want.Revision
-	cur := ss.h.Stage()
-	switch want.Expect {
-	case stage.Running:
-		switch {
-		case cur == stage.New:
-			if err := ss.h.Start(ctx); err != nil {
-				log.Warn("stream start failed", zap.Error(err))
-			}
-		case cur == stage.Paused && (newCommand || ss.h.ExplicitlyPaused()):
-			ss.h.SetIgnoreUntreated(newCommand && want.IgnoreUntreated)
-			if err := ss.h.Resume(ctx); err != nil {
-				log.Warn("stream resume failed", zap.Error(err))
-			}
-		}
-	case stage.Paused, stage.Stopped:
-		if cur == stage.Running || cur == stage.New || cur == stage.Resuming ||
-			(cur == stage.Paused && !ss.h.ExplicitlyPaused()) {
-			if err := ss.h.Pause(ctx); err != nil {
-				log.Warn("stream pause failed", zap.Error(err))
-			}
-		}
-	}
 	state := stream.StateStreaming
 	if want.Expect != stage.Running {
 		state = stream.StatePaused

@@ -159,35 +159,13 @@ func (r *subTaskReconciler) applyConfig(ctx context.Context, name string, ts *ta
 	return nts
 }
 
-// applyStage moves the subtask toward the expected stage. A new stage
-// revision is an operator's command and is always carried out (Running
-// resumes even a subtask paused by an error); under an unchanged revision
-// only drift is corrected, so that a subtask paused by an error is left to
-// the auto-resume checker.
+// applyStage moves the subtask toward the expected stage (driveStage).
 func (r *subTaskReconciler) applyStage(ctx context.Context, ts *taskState, want *ha.Stage, log *zap.Logger) {
-	newCommand := want.Revision != ts.stageRev
+	driveStage(ctx, ts.st, want, ts.stageRev, func(ctx context.Context) error {
+		ts.st.Run(ctx)
+		return nil
+	}, nil, log)
 	ts.stageRev = want.Revision
-	cur := ts.st.Stage()
-	switch want.Expect {
-	case stage.Running:
-		switch {
-		case cur == stage.New:
-			ts.st.Run(ctx)
-		case cur == stage.Paused && (newCommand || ts.st.ExplicitlyPaused()):
-			if err := ts.st.Resume(ctx); err != nil {
-				log.Warn("resume failed", zap.Error(err))
-			}
-		}
-	case stage.Paused, stage.Stopped:
-		// A subtask paused by an error is paused again explicitly, so the
-		// auto-resume checker leaves it alone as the master wants.
-		if cur == stage.Running || cur == stage.New || cur == stage.Resuming ||
-			(cur == stage.Paused && !ts.st.ExplicitlyPaused()) {
-			if err := ts.st.Pause(ctx); err != nil {
-				log.Warn("pause failed", zap.Error(err))
-			}
-		}
-	}
 }
 
 // applyValidator starts the subtask's validator when its stage is Running
