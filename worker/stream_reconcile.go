@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -51,12 +50,9 @@ type streamReconciler struct {
 	// bad are stream keys whose names are invalid, for status.
 	bad *badKeys
 
-	mu sync.Mutex // guards the fields below
-	// streams are the local stream holders; only the reconcile of a
-	// stream's key adds, replaces or removes an entry.
-	streams map[string]*streamState
-	// errs are control-plane errors of streams, by name.
-	errs map[string]errs.Error
+	// streams are the local stream holders and the control-plane errors of
+	// streams.
+	streams *localSet[*streamState]
 }
 
 // streamState is a local stream holder and the etcd revisions it was last
@@ -70,7 +66,7 @@ type streamState struct {
 func newStreamReconciler(cfg SourceWorkerConfig, log *zap.Logger, enabled func() bool) *streamReconciler {
 	return &streamReconciler{source: cfg.Source.SourceID, store: cfg.Store, rt: cfg.Streams, clock: cfg.Clock,
 		log: log, enabled: enabled, bad: newBadKeys(cfg.Clock.Now),
-		streams: make(map[string]*streamState), errs: make(map[string]errs.Error)}
+		streams: newLocalSet[*streamState](cfg.Clock)}
 }
 
 // watchSpecs are the watched prefixes of the source's stream config and
@@ -91,14 +87,9 @@ func (r *streamReconciler) watchSpecs() []watchSpec {
 // restart is restarted, or dropped when its keys are gone).
 func (r *streamReconciler) localKeys() []string {
 	names := map[string]bool{}
-	r.mu.Lock()
-	for n := range r.streams {
+	for _, n := range r.streams.names() {
 		names[n] = true
 	}
-	for n := range r.errs {
-		names[n] = true
-	}
-	r.mu.Unlock()
 	if r.rt.Meta != nil {
 		recs, err := r.rt.Meta.List()
 		if err != nil {
@@ -126,9 +117,7 @@ func (r *streamReconciler) Reconcile(ctx context.Context, name string) error {
 		return fmt.Errorf("read stream %q of source %q: %w", name, r.source, err)
 	}
 	log := r.log.With(zap.String("stream", name), zap.Int64("rev", rev))
-	r.mu.Lock()
-	ss := r.streams[name]
-	r.mu.Unlock()
+	ss, _ := r.streams.get(name)
 
 	if item == nil || (item.Stage == nil && item.Err == nil) {
 		r.setErr(name, nil)
@@ -217,9 +206,7 @@ func (r *streamReconciler) deploy(ctx context.Context, name string, ss *streamSt
 		return nil, nil
 	}
 	nss := &streamState{h: newStreamHolder(item.Config, r.holderDeps()), configRev: item.ConfigRevision}
-	r.mu.Lock()
-	r.streams[name] = nss
-	r.mu.Unlock()
+	r.streams.put(name, nss)
 	log.Info("stream deployed", zap.Bool("from-meta", found), zap.Stringer("checkpoint", rec.Checkpoint.Location))
 	return nss, nil
 }
@@ -314,22 +301,14 @@ func (r *streamReconciler) drop(ctx context.Context, name string, ss *streamStat
 
 // remove forgets ss (unless it was replaced) and closes its holder.
 func (r *streamReconciler) remove(name string, ss *streamState) {
-	r.mu.Lock()
-	if r.streams[name] == ss {
-		delete(r.streams, name)
-	}
-	r.mu.Unlock()
+	r.streams.forget(name, ss)
 	ss.h.Close()
 }
 
 // closeAll closes every holder concurrently (their checkpoints saved) and
 // forgets them; the meta store keeps them for the next start.
 func (r *streamReconciler) closeAll() {
-	r.mu.Lock()
-	streams := r.streams
-	r.streams = make(map[string]*streamState)
-	r.errs = make(map[string]errs.Error)
-	r.mu.Unlock()
+	streams := r.streams.takeAll()
 	var wg sync.WaitGroup
 	for _, ss := range streams {
 		wg.Add(1)
@@ -344,22 +323,12 @@ func (r *streamReconciler) closeAll() {
 	}
 }
 
-func (r *streamReconciler) setErr(name string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil {
-		delete(r.errs, name)
-		return
-	}
-	r.errs[name] = errs.Entry(err, r.clock.Now())
-}
+func (r *streamReconciler) setErr(name string, err error) { r.streams.setErr(name, err) }
 
 // list returns the local stream holders.
 func (r *streamReconciler) list() []*StreamHolder {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*StreamHolder, 0, len(r.streams))
-	for _, ss := range r.streams {
+	var out []*StreamHolder
+	for _, ss := range r.streams.values() {
 		out = append(out, ss.h)
 	}
 	return out
@@ -368,9 +337,7 @@ func (r *streamReconciler) list() []*StreamHolder {
 // status returns the streams' status, sorted by name, each with its
 // control-plane error, and the errors of streams that do not run.
 func (r *streamReconciler) status() ([]StreamStatus, []TaskError) {
-	r.mu.Lock()
-	streamErrs := maps.Clone(r.errs)
-	r.mu.Unlock()
+	streamErrs := r.streams.errors()
 	out := []StreamStatus{}
 	for _, h := range r.list() {
 		s := h.Status()

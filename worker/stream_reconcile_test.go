@@ -277,7 +277,12 @@ func TestStreamsRestartFromMetaAfterWorkerRestart(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "s1 restarted from the meta store", func() error {
 		tasks := e2.streams.built("s1")
 		if len(tasks) != 1 || tasks[0].start.Location.Pos != 100 {
-			return fmt.Errorf("%d tasks built after restart", len(tasks))
+			var starts []string
+			for _, tk := range tasks {
+				starts = append(starts, tk.start.Location.String())
+			}
+			rec, _ := e2.record("s1")
+			return fmt.Errorf("%d tasks built after restart, from %v; meta checkpoint %v", len(tasks), starts, rec.Checkpoint.Location)
 		}
 		return e2.checkStream("s1", stage.Running, stream.StateStreaming)
 	})

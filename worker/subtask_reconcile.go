@@ -28,16 +28,14 @@ func (r *subTaskReconciler) Reconcile(ctx context.Context, name string) error {
 		return fmt.Errorf("read subtask %q of source %q: %w", name, r.source, err)
 	}
 	log := r.log.With(zap.String("task", name), zap.Int64("rev", rev))
-	r.mu.Lock()
-	ts := r.tasks[name]
-	r.mu.Unlock()
+	ts, _ := r.tasks.get(name)
 
 	if !r.runnable(name, item, ts, log) {
 		return nil
 	}
 	if ts == nil {
 		ts = &taskState{st: NewSubTask(item.Config, r.factory, r.log), configRev: item.ConfigRevision}
-		r.put(name, ts)
+		r.tasks.put(name, ts)
 		log.Info("subtask created", zap.String("expect", string(item.Stage.Expect)))
 	} else if item.ConfigRevision != ts.configRev {
 		ts = r.applyConfig(ctx, name, ts, item, log)
@@ -155,7 +153,7 @@ func (r *subTaskReconciler) applyConfig(ctx context.Context, name string, ts *ta
 	}
 	ts.st.Close()
 	nts := &taskState{st: NewSubTask(item.Config, r.factory, r.log), configRev: item.ConfigRevision}
-	r.put(name, nts)
+	r.tasks.put(name, nts)
 	return nts
 }
 

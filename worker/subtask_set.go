@@ -31,15 +31,13 @@ type subTaskReconciler struct {
 	// bad are subtask keys whose task names are invalid, for status.
 	bad *badKeys
 
-	mu sync.Mutex // guards the fields below
-	// tasks are the local subtasks; only the reconcile of a task's key
-	// adds, replaces or removes its entry.
-	tasks map[string]*taskState
-	// errs are control-plane errors of tasks (orphan stage, malformed
-	// value, invalid config), by task name.
-	errs map[string]errs.Error
+	// tasks are the local subtasks, and the control-plane errors of tasks
+	// (orphan stage, malformed value, invalid config).
+	tasks *localSet[*taskState]
+
+	mu sync.Mutex // guards warns
 	// warns are config warnings of tasks (config-unknown-field), by task
-	// name; shown in status beside errs.
+	// name; shown in status beside the errors.
 	warns map[string]errs.Error
 }
 
@@ -56,8 +54,7 @@ func newSubTaskReconciler(cfg SourceWorkerConfig, log *zap.Logger, enabled func(
 		source: cfg.Source.SourceID, store: cfg.Store, factory: cfg.Factory, secretKey: cfg.SecretKey,
 		clock: cfg.Clock, log: log, enabled: enabled,
 		bad:   newBadKeys(cfg.Clock.Now),
-		tasks: make(map[string]*taskState),
-		errs:  make(map[string]errs.Error),
+		tasks: newLocalSet[*taskState](cfg.Clock),
 		warns: make(map[string]errs.Error),
 	}
 }
@@ -84,25 +81,16 @@ func (r *subTaskReconciler) watchSpecs() []watchSpec {
 // subtask or a recorded error. A resync enqueues them so that those whose
 // keys vanished during a gap are reconciled away.
 func (r *subTaskReconciler) localKeys() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	keys := make([]string, 0, len(r.tasks)+len(r.errs))
-	for name := range r.tasks {
+	var keys []string
+	for _, name := range r.tasks.names() {
 		keys = append(keys, queueKey(kindSubTask, name))
-	}
-	for name := range r.errs {
-		if _, ok := r.tasks[name]; !ok {
-			keys = append(keys, queueKey(kindSubTask, name))
-		}
 	}
 	return keys
 }
 
 // get returns the local subtask named name, or nil.
 func (r *subTaskReconciler) get(name string) *SubTask {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ts, ok := r.tasks[name]; ok {
+	if ts, ok := r.tasks.get(name); ok {
 		return ts.st
 	}
 	return nil
@@ -110,30 +98,17 @@ func (r *subTaskReconciler) get(name string) *SubTask {
 
 // list returns the local subtasks.
 func (r *subTaskReconciler) list() []*SubTask {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]*SubTask, 0, len(r.tasks))
-	for _, ts := range r.tasks {
+	var out []*SubTask
+	for _, ts := range r.tasks.values() {
 		out = append(out, ts.st)
 	}
 	return out
 }
 
-// put makes ts the local state of task name.
-func (r *subTaskReconciler) put(name string, ts *taskState) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.tasks[name] = ts
-}
-
 // remove forgets ts (unless it was replaced meanwhile) and closes its
 // subtask and validator.
 func (r *subTaskReconciler) remove(name string, ts *taskState) {
-	r.mu.Lock()
-	if r.tasks[name] == ts {
-		delete(r.tasks, name)
-	}
-	r.mu.Unlock()
+	r.tasks.forget(name, ts)
 	ts.st.StopValidator()
 	ts.st.Close()
 }
@@ -148,10 +123,8 @@ func (r *subTaskReconciler) removeAll(stop func(*SubTask)) {
 // removeAllAsync removes every subtask and what is recorded about the
 // tasks, and stops the subtasks concurrently; the caller waits on wg.
 func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTask)) {
+	tasks := r.tasks.takeAll()
 	r.mu.Lock()
-	tasks := r.tasks
-	r.tasks = make(map[string]*taskState)
-	r.errs = make(map[string]errs.Error)
 	r.warns = make(map[string]errs.Error)
 	r.mu.Unlock()
 	for _, ts := range tasks {
@@ -164,15 +137,7 @@ func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTas
 }
 
 // setErr records (err != nil) or clears a control-plane error of a task.
-func (r *subTaskReconciler) setErr(name string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err == nil {
-		delete(r.errs, name)
-		return
-	}
-	r.errs[name] = errs.Entry(err, r.clock.Now())
-}
+func (r *subTaskReconciler) setErr(name string, err error) { r.tasks.setErr(name, err) }
 
 // setWarn records (or, with nil, clears) the config warning of a task.
 func (r *subTaskReconciler) setWarn(name string, warn *errs.Error) {
@@ -192,7 +157,7 @@ func (r *subTaskReconciler) setWarn(name string, warn *errs.Error) {
 func (r *subTaskReconciler) recorded() (taskErrs, taskWarns map[string]errs.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps.Clone(r.errs), maps.Clone(r.warns)
+	return r.tasks.errors(), maps.Clone(r.warns)
 }
 
 // purgeBlocker names the paused or new subtask that needs the oldest relay
