@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"time"
@@ -111,19 +112,55 @@ func (e *Encoder) Row(s *TableSchema, op string, before, after []any, pos Positi
 	if op == "d" {
 		keyImage = old
 	}
-	ev := Event{ID: EventID(e.source, pos), DB: s.DB, Table: s.Table, Op: op}
+	return e.event(s, op, old, cur, keyJSON(s, keyImage), pos), nil
+}
+
+// Update encodes an update of table s: one "u" event, or, when the update
+// changes the row's key, a "d" event under the old key followed by a "c"
+// event under the new one (as Debezium does), so that consumers that
+// partition or compact by key see every key's history in order. The "d"
+// event's identity is the update's with the suffix ":d".
+func (e *Encoder) Update(s *TableSchema, before, after []any, pos Position) ([]Event, error) {
+	if before == nil || after == nil {
+		return nil, fmt.Errorf("stream: %s: operation \"u\" without its row image", s)
+	}
+	old, err := encodeImage(s, before, pos.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := encodeImage(s, after, pos.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	oldKey, newKey := keyJSON(s, old), keyJSON(s, cur)
+	if bytes.Equal(oldKey, newKey) {
+		return []Event{e.event(s, "u", old, cur, newKey, pos)}, nil
+	}
+	del := e.event(s, "d", old, nil, oldKey, pos)
+	del.ID += ":d"
+	return []Event{del, e.event(s, "c", nil, cur, newKey, pos)}, nil
+}
+
+// keyJSON is the event key of a row image: its key columns as a JSON
+// object.
+func keyJSON(s *TableSchema, image []colValue) []byte {
 	key := startObject(nil)
 	for _, k := range s.Key {
 		key.key(s.Columns[k].Name)
-		key.buf = keyImage[k].debezium(key.buf)
+		key.buf = image[k].debezium(key.buf)
 	}
-	ev.Key = key.end()
+	return key.end()
+}
+
+// event builds the event of an encoded row change.
+func (e *Encoder) event(s *TableSchema, op string, old, cur []colValue, key []byte, pos Position) Event {
+	ev := Event{ID: EventID(e.source, pos), DB: s.DB, Table: s.Table, Op: op, Key: key}
 	if e.format == FormatCanalJSON {
 		ev.Value = e.canalRow(s, op, old, cur, pos)
 	} else {
 		ev.Value = e.debeziumRow(s, op, old, cur, pos)
 	}
-	return ev, nil
+	return ev
 }
 
 // DDL encodes a DDL statement of db (and table, "" for a database DDL) as

@@ -297,24 +297,32 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		step = 2
 	}
 	for i := 0; i+step <= len(e.Rows); i += step {
-		var before, after []any
-		switch kind {
-		case binlog.RowsInsert:
-			after = e.Rows[i]
-		case binlog.RowsDelete:
-			before = e.Rows[i]
-		case binlog.RowsUpdate:
-			before, after = e.Rows[i], e.Rows[i+1]
-		}
-		event, err := r.t.enc.Row(s, op, before, after, r.position(ev, i/step))
+		events, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
 		if err != nil {
 			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
 		}
-		if err := r.add(ctx, event); err != nil {
-			return err
+		for _, event := range events {
+			if err := r.add(ctx, event); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// encodeRow encodes row i of a rows event of kind: one event, or two for
+// an update that changes the key (Encoder.Update).
+func (r *reader) encodeRow(s *TableSchema, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) ([]Event, error) {
+	switch kind {
+	case binlog.RowsUpdate:
+		return r.t.enc.Update(s, rows[i], rows[i+1], pos)
+	case binlog.RowsDelete:
+		ev, err := r.t.enc.Row(s, op, rows[i], nil, pos)
+		return []Event{ev}, err
+	default:
+		ev, err := r.t.enc.Row(s, op, nil, rows[i], pos)
+		return []Event{ev}, err
+	}
 }
 
 // add appends an event to the next batch, cutting it when full (also in
