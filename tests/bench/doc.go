@@ -9,13 +9,18 @@
 //   - TestSyncCatchUp: the sync unit (incremental, worker-count 16, batch 100) catching up a
 //     backlog of BENCH_SYNC_ROWS row changes (default 1000000), against native MariaDB
 //     replication of the same binlog, single-threaded and with slave_parallel_threads=4;
+//   - TestStreamCatchUp: a file-sink stream task (debezium) run by a real dm-worker process
+//     catching up the same kind of backlog, against `mariadb-binlog --verbose
+//     --base64-output=decode-rows` decoding its binlog files to text and against the sync unit
+//     on the same backlog (worker_test.go starts the worker and drives it with dmctl);
 //   - TestStageToAction: worker's BenchmarkStageToAction, run through `go test -bench`.
 //
 // Each benchmark logs one "BENCH ..." result line and appends one row to the results file
 // (BENCH_RESULTS, default results.tsv in this directory). Our side of each comparison runs in a
 // child process (this test binary re-executed, see child_test.go) so that its peak RSS and CPU
 // time are its own, as they are for mariadb-binlog; native replication runs inside the target
-// mariadbd, whose peak RSS is reported instead.
+// mariadbd, whose peak RSS is reported instead. A stream runs in the dm-worker binary, whose
+// peak RSS (VmHWM) and CPU time are read from /proc before it is stopped.
 //
 // The package owns only the MariaDB instances, directories and child processes it starts; it
 // never connects to a server it did not start and sends traffic only over loopback.

@@ -68,26 +68,34 @@ const userHZ = 100
 // serverCPU is the user + system CPU time an instance's mariadbd has used so far.
 func serverCPU(t *testing.T, inst *mariadbtest.Instance) time.Duration {
 	t.Helper()
-	pid := serverPID(t, inst)
-	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	cpu, err := procCPU(serverPID(t, inst))
 	if err != nil {
 		t.Fatalf("CPU time of %s: %v", inst.Name(), err)
+	}
+	return cpu
+}
+
+// procCPU is the user + system CPU time process pid has used so far, from /proc/<pid>/stat.
+func procCPU(pid string) (time.Duration, error) {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, err
 	}
 	// Fields after the parenthesised command name: state is the 1st, utime the 12th, stime the 13th.
 	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
 	fields := strings.Fields(rest)
 	if len(fields) < 13 {
-		t.Fatalf("CPU time of %s: short /proc/%s/stat %q", inst.Name(), pid, stat)
+		return 0, fmt.Errorf("short /proc/%s/stat %q", pid, stat)
 	}
 	var ticks int64
 	for _, s := range fields[11:13] {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			t.Fatalf("CPU time of %s: /proc/%s/stat field %q: %v", inst.Name(), pid, s, err)
+			return 0, fmt.Errorf("/proc/%s/stat field %q: %w", pid, s, err)
 		}
 		ticks += n
 	}
-	return time.Duration(ticks) * time.Second / userHZ
+	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
 // cpuMeter measures the CPU time two instances use over a span.

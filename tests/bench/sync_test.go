@@ -69,54 +69,13 @@ func TestSyncCatchUp(t *testing.T) {
 	workers, batch := envInt(t, syncWorkersEnv, 16), envInt(t, syncBatchEnv, 100)
 	rounds := int(envInt(t, syncRoundsEnv, 3))
 	ctx := t.Context()
-	src := startSource(t, "sync-src", syncMaxBinlog)
-	srcDB := src.DB(t)
-	conn := pinnedConn(t, srcDB)
-	execAll(t, ctx, conn, "SET SESSION sql_log_bin = 0") // the initial rows are loaded on every target alike
-	execAll(t, ctx, conn, sbPrepare()...)
-	execAll(t, ctx, conn, "SET SESSION sql_log_bin = 1")
-	if err := conn.Close(); err != nil {
-		t.Fatal(err)
-	}
-	startFile, startPos, _ := src.MasterStatus(t)
-	start := binlog.Location{Name: startFile, Pos: startPos}
-
-	began := time.Now()
-	committed, err := sbWriteOnly(ctx, srcDB, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := quietEnd(t, src)
-	backlog := backlogBytes(binaryLogs(t, srcDB), start, end)
-	want := tableChecksums(t, srcDB, sbTableNames())
-	t.Logf("backlog: %d row changes, %.1f MB of binlog from %s to %s, generated in %v",
-		committed, mb(backlog), start, end, since(began))
+	b := newSyncBacklog(t, rows)
+	src, start, end, committed, want := b.src, b.start, b.end, b.committed, b.want
 
 	work := t.TempDir()
 	// The three replicators, each into a fresh target; every round runs them
 	// all, the first one rotating, and the medians are reported.
-	runDM := func(round int) catchUp {
-		tgt := prepareTarget(t, "target-dm")
-		params := syncParams{childCommon: childCommon{Timeout: 20 * time.Minute},
-			Source:    config.DBConfig{Host: src.Host(), Port: src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword},
-			Target:    config.DBConfig{Host: tgt.inst.Host(), Port: tgt.inst.Port(), User: mariadbtest.RootUser},
-			StartName: start.Name, StartPos: start.Pos, Rows: committed,
-			WorkerCount: int(workers), Batch: int(batch)}
-		if p := os.Getenv(profileEnv); p != "" {
-			params.CPUProfile = filepath.Join(p, fmt.Sprintf("sync-%d.cpu.pprof", round))
-		}
-		cpu := startCPUMeter(t, src, tgt.inst)
-		rep, usage := spawnChild(t, ctx, "sync", params, work)
-		srcCPU, tgtCPU := cpu.stop(t)
-		tgt.check(t, "dm sync", want)
-		res := catchUp{name: "dm", elapsed: rep.Elapsed, targetRSS: serverPeakRSS(t, tgt.inst),
-			child: &usage, sourceCPU: srcCPU, targetCPU: tgtCPU}
-		t.Logf("round %d, dm sync: %v, %.0f rows/s, child peak RSS %.1f MB, CPU: child %v, source %v, target %v; unit status %v",
-			round, rep.Elapsed.Round(time.Millisecond), float64(committed)/rep.Elapsed.Seconds(), mb(usage.PeakRSS),
-			usage.CPU.Round(time.Millisecond), srcCPU, tgtCPU, rep.Detail)
-		tgt.kill(t)
-		return res
-	}
+	runDM := func(round int) catchUp { return b.runDM(t, round, workers, batch, work) }
 	runNative := func(round, threads int) catchUp {
 		name := fmt.Sprintf("native-%d", max(threads, 1))
 		var extra []string
@@ -154,7 +113,7 @@ func TestSyncCatchUp(t *testing.T) {
 	rSingle := ratio(dm.rowsPerSec(committed), single.rowsPerSec(committed))
 	rParallel := ratio(dm.rowsPerSec(committed), parallel.rowsPerSec(committed))
 	record(t, "sync-catch-up",
-		f("row_changes", committed), f("binlog_MB", mb(backlog)), f("rounds", rounds), f("worker_count", workers), f("batch", batch),
+		f("row_changes", committed), f("binlog_MB", mb(b.bytes)), f("rounds", rounds), f("worker_count", workers), f("batch", batch),
 		f("dm_rows_per_s", dm.rowsPerSec(committed)),
 		f("native1_rows_per_s", single.rowsPerSec(committed)),
 		f("native4_rows_per_s", parallel.rowsPerSec(committed)),
@@ -168,6 +127,79 @@ func TestSyncCatchUp(t *testing.T) {
 		f("source_cpu_s_native4", parallel.sourceCPU.Seconds()),
 		f("target_dm_peak_rss_MB", mb(dm.targetRSS)), f("target_native1_peak_rss_MB", mb(single.targetRSS)),
 		f("target_native4_peak_rss_MB", mb(parallel.targetRSS)))
+}
+
+// syncBacklog is the sync benchmark's backlog on its source: the sysbench tables with their
+// initial rows (loaded with sql_log_bin=0, so every target can load them itself), then
+// oltp_write_only transactions in the binlog from start to end. TestStreamCatchUp reads the same
+// kind of backlog.
+type syncBacklog struct {
+	src        *mariadbtest.Instance
+	start, end binlog.Location
+	// committed is the exact number of row changes between start and end.
+	committed int64
+	// bytes is the binlog size between start and end.
+	bytes int64
+	// want is CHECKSUM TABLE of every sysbench table after the backlog.
+	want map[string]string
+}
+
+// newSyncBacklog starts a source and writes a backlog of at least rows row changes into it.
+func newSyncBacklog(t *testing.T, rows int64) *syncBacklog {
+	t.Helper()
+	ctx := t.Context()
+	src := startSource(t, "sync-src", syncMaxBinlog)
+	srcDB := src.DB(t)
+	conn := pinnedConn(t, srcDB)
+	execAll(t, ctx, conn, "SET SESSION sql_log_bin = 0") // the initial rows are loaded on every target alike
+	execAll(t, ctx, conn, sbPrepare()...)
+	execAll(t, ctx, conn, "SET SESSION sql_log_bin = 1")
+	if err := conn.Close(); err != nil {
+		t.Fatal(err)
+	}
+	startFile, startPos, _ := src.MasterStatus(t)
+	b := &syncBacklog{src: src, start: binlog.Location{Name: startFile, Pos: startPos}}
+
+	began := time.Now()
+	committed, err := sbWriteOnly(ctx, srcDB, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.committed = committed
+	b.end = quietEnd(t, src)
+	b.bytes = backlogBytes(binaryLogs(t, srcDB), b.start, b.end)
+	b.want = tableChecksums(t, srcDB, sbTableNames())
+	t.Logf("backlog: %d row changes, %.1f MB of binlog from %s to %s, generated in %v",
+		committed, mb(b.bytes), b.start, b.end, since(began))
+	return b
+}
+
+// runDM catches the backlog up with the sync unit in a child process (incremental from the
+// backlog start, worker-count workers, batch batch) into a fresh target, checks the target
+// against the source and returns the run's measurements; work holds the child's stderr.
+func (b *syncBacklog) runDM(t *testing.T, round int, workers, batch int64, work string) catchUp {
+	t.Helper()
+	src := b.src
+	tgt := prepareTarget(t, "target-dm")
+	params := syncParams{childCommon: childCommon{Timeout: 20 * time.Minute},
+		Source:    config.DBConfig{Host: src.Host(), Port: src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword},
+		Target:    config.DBConfig{Host: tgt.inst.Host(), Port: tgt.inst.Port(), User: mariadbtest.RootUser},
+		StartName: b.start.Name, StartPos: b.start.Pos, Rows: b.committed,
+		WorkerCount: int(workers), Batch: int(batch)}
+	if p := os.Getenv(profileEnv); p != "" {
+		params.CPUProfile = filepath.Join(p, fmt.Sprintf("sync-%d.cpu.pprof", round))
+	}
+	cpu := startCPUMeter(t, src, tgt.inst)
+	rep, usage := spawnChild(t, t.Context(), "sync", params, work)
+	srcCPU, tgtCPU := cpu.stop(t)
+	tgt.check(t, "dm sync", b.want)
+	res := catchUp{name: "dm", elapsed: rep.Elapsed, targetRSS: serverPeakRSS(t, tgt.inst),
+		child: &usage, sourceCPU: srcCPU, targetCPU: tgtCPU}
+	t.Logf("round %d, dm sync: %v, %.0f rows/s, child peak RSS %.1f MB, CPU: child %v, source %v, target %v; unit status %v",
+		round, rep.Elapsed.Round(time.Millisecond), float64(b.committed)/rep.Elapsed.Seconds(), mb(usage.PeakRSS),
+		usage.CPU.Round(time.Millisecond), srcCPU, tgtCPU, rep.Detail)
+	tgt.kill(t)
+	return res
 }
 
 // target is a target instance with the one pool the parent uses on it.
