@@ -26,7 +26,7 @@ INTEGRATION_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 15m
 UNIT_TIMEOUT ?= 10m
 
-.PHONY: build run test test-unit test-integration test-failpoint vet deps bench fuzz failpoint-enable failpoint-disable clean
+.PHONY: build run test test-unit test-integration test-failpoint test-streams-full vet deps bench fuzz failpoint-enable failpoint-disable clean
 
 ## demo: throwaway MariaDB source + target, a worker with embedded etcd, a source and an
 ## incremental task created with dmctl, a workload, status, and a check that the target equals
@@ -146,6 +146,10 @@ deps:
 bench:
 	bash scripts/install-deps.sh --bench
 	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./tests/bench
+
+## test-streams-full: the stream end-to-end tests at the issue's counts (100k changes, 200k rows, 10 kills)
+test-streams-full: deps
+	DM_STREAM_E2E_FULL=1 $(GO) test -count=1 -timeout 40m -run 'Stream' -v ./tests/e2e
 
 ## failpoint-enable: rewrite failpoint markers into live code in FAILPOINT_PKGS (the whole tree when empty)
 failpoint-enable:

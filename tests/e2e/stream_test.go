@@ -31,18 +31,27 @@ import (
 // four minutes on two cores with -race: streamChanges row changes instead
 // of 100k, fillRows existing rows instead of 200k, streamKills kills
 // instead of 10. Each scenario still runs as the issue describes it.
-const (
+// DM_STREAM_E2E_FULL=1 runs the issue's counts (make test-streams-full).
+var (
 	// streamChanges is how many row changes the events-equal-changes test
 	// streams at least (the issue: 100k).
-	streamChanges = 20000
+	streamChanges = fullScale(20000, 100000)
 	// fillRows is how many rows exist before a fill-history stream starts
-	// (the issue: 200k); five snapshot chunks of 10000.
-	fillRows = 50000
+	// (the issue: 200k); snapshot chunks of 10000.
+	fillRows = fullScale(50000, 200000)
 	// streamKills is how many times the crash test kills the worker while
 	// it streams without relay (the issue: 10); one more kill follows with
 	// relay on.
-	streamKills = 5
+	streamKills = fullScale(5, 10)
 )
+
+// fullScale is scaled, or full when DM_STREAM_E2E_FULL=1.
+func fullScale(scaled, full int) int {
+	if os.Getenv("DM_STREAM_E2E_FULL") == "1" {
+		return full
+	}
+	return scaled
+}
 
 // streamEnv is a source, a second MariaDB holding the copies the events
 // are applied to, an etcd, one worker bound to the source, and the
@@ -427,7 +436,7 @@ func TestStreamEventsEqualChanges(t *testing.T) {
 	wl := startWorkload(t, e.srcDB, 4)
 	start := time.Now()
 	e.waitStream("cdc-file", 2*time.Minute, fmt.Sprintf("at least %d events delivered", streamChanges), func(d streamDoc) bool {
-		return d.Events >= streamChanges
+		return d.Events >= int64(streamChanges)
 	})
 	if err := wl.stop(); err != nil {
 		t.Fatalf("workload: %v", err)
