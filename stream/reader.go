@@ -174,7 +174,7 @@ func (r *reader) loop(ctx context.Context, st binlog.Streamer) error {
 			return err
 		}
 		return r.maybeCut(ctx)
-	}, func() error { return r.cut(ctx, true) }, func(err error) error { return r.t.readError(err, r.tr.Cur) })
+	}, func() error { return r.cut(ctx, true) }, func(err error) error { return r.t.readError(err, r.tr.End()) })
 }
 
 // maybeCut cuts a batch when it is full, when its events waited long

@@ -34,6 +34,9 @@ const (
 	CodeEncode = "stream-encode"
 	// CodeSink: the sink did not acknowledge a batch.
 	CodeSink = "stream-sink"
+	// CodeSinkNotReady: the sink's readiness probe fails; the stream stays
+	// in checking and probes again with backoff.
+	CodeSinkNotReady = "stream-sink-not-ready"
 	// CodeCheckpoint: the checkpoint could not be saved.
 	CodeCheckpoint = "stream-checkpoint"
 	// CodeFillHistory: the fill-history snapshot failed.
@@ -248,6 +251,9 @@ func (t *Task) check(ctx context.Context) error {
 		err := t.cfg.Sink.Probe(ctx)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if err != nil && !errors.As(err, new(*errs.Coded)) {
+			err = errs.Wrap(err, CodeSinkNotReady, "stream %q: the sink is not ready", t.name)
 		}
 		t.update(func(st *TaskStatus) { st.Err = err })
 		if err == nil {

@@ -153,14 +153,17 @@ func (r *streamReconciler) runnable(name string, item *ha.StreamItem, ss *stream
 		err = errs.New(CodeStreamConfigInvalid, false,
 			"stream %q: config names stream %q of source %q but sits under the key of stream %q of source %q",
 			name, item.Config.Name, item.Config.SourceID, name, r.source)
-	case r.rt.Meta == nil:
-		err = errs.Wrap(r.rt.MetaErr, CodeStreamMetaUnavailable,
-			"stream %q: the stream meta store cannot be used; fix or move it aside and restart the worker", name)
 	}
+	// The config's own problems come before the meta store's: they are
+	// what the stream's author can fix.
 	if err == nil {
 		if verr := item.Config.Validate(); verr != nil {
 			err = errs.New(CodeStreamConfigInvalid, false, "stream %q: %v", name, verr)
 		}
+	}
+	if err == nil && r.rt.Meta == nil {
+		err = errs.Wrap(r.rt.MetaErr, CodeStreamMetaUnavailable,
+			"stream %q: the stream meta store cannot be used; fix or move it aside and restart the worker", name)
 	}
 	if err != nil {
 		log.Error("stream cannot run as its keys say; it keeps its current state", zap.Error(err))

@@ -287,3 +287,38 @@ func TestStreamsRestartFromMetaAfterWorkerRestart(t *testing.T) {
 		return e2.checkStream("s1", stage.Running, stream.StateStreaming)
 	})
 }
+
+// TestStreamConfigErrorBeforeMetaError: with the meta store unavailable, a
+// stream whose config is invalid reports its config error (what its author
+// can fix), a valid one reports the meta store.
+func TestStreamConfigErrorBeforeMetaError(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	e := &streamEnv{swEnv: &swEnv{t: t, etcd: etcd, master: ha.NewStore(etcd.DirectClient(t), "/dm"), factory: newSWFactory(), metrics: NewMetrics()}}
+	e.sw = NewSourceWorker(SourceWorkerConfig{
+		Source: testSourceConfig(), Store: ha.NewStore(etcd.Client(t), "/dm"), Factory: e.factory,
+		Metrics: e.metrics, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		WatchBackoffMin: 20 * time.Millisecond, WatchBackoffMax: 200 * time.Millisecond,
+		Streams: &StreamRuntime{MetaErr: errors.New("meta.db is corrupt")},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	e.sw.Start(ctx)
+	e.sw.EnableSubTasks(ctx)
+	t.Cleanup(func() {
+		e.sw.Close()
+		cancel()
+	})
+	bad := streamConfig("bad")
+	bad.Sink = config.SinkConfig{Type: "carrier-pigeon"}
+	e.putStream(bad, stage.Running, false)
+	e.putStream(streamConfig("good"), stage.Running, false)
+	testutil.Eventually(t, 10*time.Second, "each stream's own error", func() error {
+		got := map[string]string{}
+		for _, te := range e.sw.Status().Errors {
+			got[te.Task] = te.Code
+		}
+		if got["bad"] != CodeStreamConfigInvalid || got["good"] != CodeStreamMetaUnavailable {
+			return fmt.Errorf("errors by stream: %v", got)
+		}
+		return nil
+	})
+}

@@ -845,7 +845,7 @@ func TestStreamBadInput(t *testing.T) {
 	})
 	hook := e.waitStream("hook", 30*time.Second, "the unreachable webhook is reported", func(d streamDoc) bool {
 		for _, er := range d.Errors {
-			if strings.Contains(er.Message, strconv.Itoa(hookPort)) {
+			if strings.Contains(er.Message, strconv.Itoa(hookPort)) && er.Code == "stream-sink-not-ready" {
 				return true
 			}
 		}
