@@ -99,6 +99,13 @@ func (t *Task) readError(err error, at binlog.Location) error {
 		return err
 	}
 	var myErr *mysql.MyError
+	if errors.As(err, &myErr) && myErr.Code == 1236 && strings.Contains(myErr.Message, "which is not in the master's binlog") {
+		// The source has not got this GTID set yet: after a failover to a
+		// replica that is behind the stream, it will once it catches up.
+		return errs.New(CodeReadBinlog, true,
+			"stream %q: the source has not reached the stream's GTID set %q yet (a replica behind the stream after a failover?): %w; retried until it has",
+			t.name, at.GTID, err)
+	}
 	if errors.As(err, &myErr) && myErr.Code == 1236 {
 		return errs.New(CodeReadBinlog, false,
 			"stream %q: the source cannot send the binlog from %s (gtid %q): %w; resume with ignore-untreated to start at the current position",
