@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // indexFile lists the relay subdirectories, oldest first.
@@ -76,7 +77,7 @@ func addSubdir(root string, existing []subdir, uuid string) (subdir, error) {
 	if err := os.MkdirAll(filepath.Join(root, sd.Name), dirMode); err != nil {
 		return subdir{}, fmt.Errorf("relay: create subdirectory: %w", err)
 	}
-	if err := syncDir(root); err != nil {
+	if err := fsutil.SyncDir(root); err != nil {
 		return subdir{}, err
 	}
 	var b strings.Builder

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // metaFile is the name of the meta file in every relay subdirectory.
@@ -72,20 +74,5 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("relay: rename %s: %w", tmp, err)
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("relay: open directory %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("relay: fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return fsutil.SyncDir(filepath.Dir(path))
 }

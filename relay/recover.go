@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // fileScan is what a sequential parse of one relay file found.
@@ -232,7 +233,7 @@ func recoverLastFile(dir string, meta Meta, hasMeta bool) (name string, s fileSc
 		if err := os.Remove(path); err != nil {
 			return "", fileScan{}, fmt.Errorf("relay: remove incomplete file %s: %w", path, err)
 		}
-		if err := syncDir(dir); err != nil {
+		if err := fsutil.SyncDir(dir); err != nil {
 			return "", fileScan{}, err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // Run pulls the source's binlog into the relay until ctx is done (then it
@@ -413,7 +414,7 @@ func (w *writer) createFile(name string, fde []byte) error {
 	if err := w.flushPending(); err != nil {
 		return err
 	}
-	if err := syncDir(w.dir()); err != nil {
+	if err := fsutil.SyncDir(w.dir()); err != nil {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
 	}
 	w.r.log.Info("relay file started", zap.String("file", name), zap.String("subdir", w.sub.Name))

@@ -15,6 +15,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // The meta store keeps one record per deployed stream task in a bbolt file
@@ -204,7 +205,7 @@ func OpenMeta(path string, opts ...MetaOption) (*Meta, error) {
 		return nil, corruptFile(path, err)
 	}
 	if created {
-		if err := syncMetaDir(dir); err != nil {
+		if err := fsutil.SyncDir(dir); err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("stream: meta store %s: sync directory %s: %w", path, dir, err)
 		}
@@ -276,16 +277,6 @@ func guard(f func() error) (err error) {
 type panicError struct{ value any }
 
 func (e *panicError) Error() string { return fmt.Sprintf("bbolt failed reading the file: %v", e.value) }
-
-// syncMetaDir fsyncs the store's directory, so that a file just created in
-// it survives a crash.
-func syncMetaDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
 
 // Path returns the file of the store.
 func (m *Meta) Path() string { return m.path }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // fileFlushSize is how much the file sink buffers before writing to the
@@ -236,7 +237,7 @@ func (s *fileSink) create(seq int) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", s.fileName(seq), err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := fsutil.SyncDir(s.dir); err != nil {
 		_ = f.Close() // empty file, nothing to lose
 		return err
 	}
@@ -306,15 +307,6 @@ func truncateSynced(f *os.File, size int64) error {
 		return fmt.Errorf("cut a torn last line: %w", err)
 	}
 	return f.Sync()
-}
-
-// syncDir fsyncs a directory, making the names created in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s to fsync it: %w", dir, err)
-	}
-	return errors.Join(wrapSinkErr(d.Sync(), "fsync directory "+dir), d.Close())
 }
 
 // wrapSinkErr prefixes a non-nil err with what.
