@@ -262,12 +262,16 @@ func (r *streamReconciler) holderDeps() streamHolderDeps {
 
 // applyStage moves the holder toward the expected stage (driveStage); a
 // resume commanded with ignore-untreated starts at the source's current
-// position. The state is recorded in the meta store.
+// position. The state a new stage value asks for is recorded in the meta
+// store (a committed write, so not at every reconcile).
 func (r *streamReconciler) applyStage(ctx context.Context, ss *streamState, want *ha.Stage, log *zap.Logger) {
-	driveStage(ctx, ss.h, want, ss.stageRev, ss.h.Start, func(newCommand bool) {
+	newCommand := driveStage(ctx, ss.h, want, ss.stageRev, ss.h.Start, func(newCommand bool) {
 		ss.h.SetIgnoreUntreated(newCommand && want.IgnoreUntreated)
 	}, log)
 	ss.stageRev = want.Revision
+	if !newCommand {
+		return // the recorded state already follows this stage value
+	}
 	state := stream.StateStreaming
 	if want.Expect != stage.Running {
 		state = stream.StatePaused
