@@ -19,6 +19,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/natstest"
 	"github.com/dmworker/dm-worker/tests/testutil"
+	"github.com/dmworker/dm-worker/tests/typestest"
 )
 
 // Issue 12's acceptance for stream tasks, end to end: real dm-worker
@@ -55,7 +56,7 @@ func fullScale(scaled, full int) int {
 
 // streamEnv is a source, a second MariaDB holding the copies the events
 // are applied to, an etcd, one worker bound to the source, and the
-// workload's tables (crashTables and streamTypesTable) on the source.
+// workload's tables (crashTables and typestest.DDL) on the source.
 type streamEnv struct {
 	*replication // tgt is the copy instance; killWorker, restartWorker, w
 	copyDB       *sql.DB
@@ -105,7 +106,7 @@ func newStreamEnv(t *testing.T, o streamEnvOptions) *streamEnv {
 	for _, tb := range crashTables {
 		src.Exec(t, tb.ddl)
 	}
-	src.Exec(t, streamTypesTable)
+	src.Exec(t, typestest.DDL("crash"))
 	if o.beforeWorker != nil {
 		o.beforeWorker(e)
 	}
@@ -369,45 +370,14 @@ func execSession(t *testing.T, db *sql.DB, stmts ...string) {
 	}
 }
 
-// streamTypesTable has a column of every type the sync unit's type test
-// covers (unit/syncer/types_test.go), with a primary key.
-const streamTypesTable = `CREATE TABLE crash.types (
-  id INT PRIMARY KEY,
-  ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
-  mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED,
-  de DECIMAL(40,10), de0 DECIMAL(5,0) UNSIGNED, f FLOAT, d DOUBLE,
-  dt DATE, tm TIME(3), dtm DATETIME(6), dtm0 DATETIME, ts TIMESTAMP(6) NULL DEFAULT NULL, y YEAR,
-  c CHAR(10), vc VARCHAR(100), tx TEXT, mt MEDIUMTEXT, bl BLOB, bn BINARY(4), vb VARBINARY(10),
-  e ENUM('a','b','c'), s SET('x','y','z'), b1 BIT(1), b64 BIT(64), j JSON,
-  lat VARCHAR(20) CHARACTER SET latin1, u8 VARCHAR(20) CHARACTER SET utf8mb3
-) DEFAULT CHARSET=utf8mb4`
-
 // writeTypes writes the type test's rows (extremes, NULLs, zero dates,
 // multi-byte text) into crash.types, then updates (one moving a row to
 // another key) and deletes some.
 func (e *streamEnv) writeTypes() {
 	e.t.Helper()
-	insert := "INSERT INTO crash.types VALUES "
-	execSession(e.t, e.srcDB, "SET SESSION sql_mode = ''",
-		insert+`(1, -128, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808, 0,
- '-999999999999999999999999999999.9999999999', 0, -3.402823e38, -1.7976931348623157e308,
- '1000-01-01', '-838:59:59.000', '1000-01-01 00:00:00.000000', '1000-01-01 00:00:00', '1970-01-01 00:00:01.000000', 1901,
- '', '', '', '', '', X'00000000', X'', 'a', '', 0, 0, '[]', '', '')`,
-		insert+`(2, 127, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807, 18446744073709551615,
- '999999999999999999999999999999.9999999999', 99999, 3.402823e38, 1.7976931348623157e308,
- '9999-12-31', '838:59:59.999', '9999-12-31 23:59:59.999999', '9999-12-31 23:59:59', '2038-01-19 03:14:07.999999', 2155,
- 'zzzzzzzzzz', REPEAT('y', 100), REPEAT('t', 3000), REPEAT('m', 70000), REPEAT(X'FF', 5000), X'FFFFFFFF', X'00FF00FF00FF00FF00FF',
- 'c', 'x,y,z', 1, 18446744073709551615, '{"a": [1, 2.5, "x"], "b": {"c": null}}', 'caf\u00e9', 'na\u00efve')`,
-		insert+`(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
- NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`,
-		insert+`(4, 1, 200, 2, 40000, 3, 9000000, 4, 3000000000, 5, 10000000000000000000,
- '0.0000000001', 1, 1.1, 0.1, '0000-00-00', '00:00:00.5', '0000-00-00 00:00:00.000000', '2024-02-29 12:34:56', '0000-00-00 00:00:00', 0,
- 'ab', '日本語テキスト😀', 'Ελληνικά', 'ü', X'0001020304', X'0102', X'', 'b', 'y', 0, 1, '"str"', 'd\u00e9j\u00e0', '€')`,
-		insert+`(5, -1, 128, -1, 32768, -1, 8388608, -1, 2147483648, -1, 9223372036854775808,
- '-0.5', 12345, -0.0, 2.2250738585072014e-308, '2000-01-01', '-00:00:01.001', '2000-01-01 00:00:00.100000', '2000-01-01 00:00:00',
- '2000-06-15 12:00:00.123456', 2000, 'a ', 'trailing  ', 'x', 'y', X'00', X'61', X'6100', 'a', 'x,z', 1, 9223372036854775808,
- '{}', 'x', 'y')`,
-		insert+`(6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, '3.1400000000', 7, 123.456789, 0.30000000000000004,
+	stmts := append([]string{typestest.SQLMode}, typestest.Inserts("crash")...)
+	stmts = append(stmts,
+		`INSERT INTO crash.types VALUES (6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, '3.1400000000', 7, 123.456789, 0.30000000000000004,
  '2026-12-01', '12:34:56.789', '2026-12-01 01:02:03.456789', '2026-12-01 01:02:03', '2026-12-01 01:02:03.456789', 2026,
  'q', 'quote''"back\\slash', 'tab\tnl\n', 'm', X'DEADBEEF', X'01', X'FF', 'c', 'x,y', 1, 12345678901234, '{"k": [true, false]}', 'ß', 'æ')`,
 		"UPDATE crash.types SET tiu = 254, biu = 18446744073709551614, vc = CONCAT(vc, '-é'), ts = '2001-02-03 04:05:06.7' WHERE id IN (2, 4)",
@@ -416,6 +386,7 @@ func (e *streamEnv) writeTypes() {
 		"UPDATE crash.types SET f = f * 3, d = d / 3, b64 = b64 >> 3 WHERE id = 6",
 		"DELETE FROM crash.types WHERE id = 1",
 	)
+	execSession(e.t, e.srcDB, stmts...)
 }
 
 // TestStreamEventsEqualChanges streams a mixed workload over every column

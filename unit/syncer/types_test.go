@@ -8,6 +8,7 @@ import (
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
+	"github.com/dmworker/dm-worker/tests/typestest"
 )
 
 // TestColumnTypesRoundTrip replicates rows covering every column type with
@@ -16,46 +17,18 @@ import (
 func TestColumnTypesRoundTrip(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{FastCommit: true})
 	cfg, src := e.configs(t, "types")
-	const ddl = `CREATE TABLE app.types (
-  id INT PRIMARY KEY,
-  ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
-  mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED,
-  de DECIMAL(40,10), de0 DECIMAL(5,0) UNSIGNED, f FLOAT, d DOUBLE,
-  dt DATE, tm TIME(3), dtm DATETIME(6), dtm0 DATETIME, ts TIMESTAMP(6) NULL DEFAULT NULL, y YEAR,
-  c CHAR(10), vc VARCHAR(100), tx TEXT, mt MEDIUMTEXT, bl BLOB, bn BINARY(4), vb VARBINARY(10),
-  e ENUM('a','b','c'), s SET('x','y','z'), b1 BIT(1), b64 BIT(64), j JSON,
-  lat VARCHAR(20) CHARACTER SET latin1, u8 VARCHAR(20) CHARACTER SET utf8mb3
-) DEFAULT CHARSET=utf8mb4`
 	// No-key table: rows matched on all columns.
 	const nokey = `CREATE TABLE app.nokey (a INT, b VARCHAR(10))`
 	// The tables reach the target through the replicated DDL.
-	mustExec(t, e.srcDB, "CREATE DATABASE app", ddl, nokey)
+	mustExec(t, e.srcDB, "CREATE DATABASE app", typestest.DDL("app"), nokey)
 
 	u := newUnit(t, cfg, src)
 	defer u.Close()
 	r := start(u, false)
 
-	mustExec(t, e.srcDB, "SET SESSION sql_mode = ''")
-	insert := "INSERT INTO app.types VALUES "
+	mustExec(t, e.srcDB, typestest.SQLMode)
+	mustExec(t, e.srcDB, typestest.Inserts("app")...)
 	mustExec(t, e.srcDB,
-		insert+`(1, -128, 0, -32768, 0, -8388608, 0, -2147483648, 0, -9223372036854775808, 0,
- '-999999999999999999999999999999.9999999999', 0, -3.402823e38, -1.7976931348623157e308,
- '1000-01-01', '-838:59:59.000', '1000-01-01 00:00:00.000000', '1000-01-01 00:00:00', '1970-01-01 00:00:01.000000', 1901,
- '', '', '', '', '', X'00000000', X'', 'a', '', 0, 0, '[]', '', '')`,
-		insert+`(2, 127, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807, 18446744073709551615,
- '999999999999999999999999999999.9999999999', 99999, 3.402823e38, 1.7976931348623157e308,
- '9999-12-31', '838:59:59.999', '9999-12-31 23:59:59.999999', '9999-12-31 23:59:59', '2038-01-19 03:14:07.999999', 2155,
- 'zzzzzzzzzz', REPEAT('y', 100), REPEAT('t', 3000), REPEAT('m', 70000), REPEAT(X'FF', 5000), X'FFFFFFFF', X'00FF00FF00FF00FF00FF',
- 'c', 'x,y,z', 1, 18446744073709551615, '{"a": [1, 2.5, "x"], "b": {"c": null}}', 'caf\u00e9', 'na\u00efve')`,
-		insert+`(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
- NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`,
-		insert+`(4, 1, 200, 2, 40000, 3, 9000000, 4, 3000000000, 5, 10000000000000000000,
- '0.0000000001', 1, 1.1, 0.1, '0000-00-00', '00:00:00.5', '0000-00-00 00:00:00.000000', '2024-02-29 12:34:56', '0000-00-00 00:00:00', 0,
- 'ab', '日本語テキスト😀', 'Ελληνικά', 'ü', X'0001020304', X'0102', X'', 'b', 'y', 0, 1, '"str"', 'd\u00e9j\u00e0', '€')`,
-		insert+`(5, -1, 128, -1, 32768, -1, 8388608, -1, 2147483648, -1, 9223372036854775808,
- '-0.5', 12345, -0.0, 2.2250738585072014e-308, '2000-01-01', '-00:00:01.001', '2000-01-01 00:00:00.100000', '2000-01-01 00:00:00',
- '2000-06-15 12:00:00.123456', 2000, 'a ', 'trailing  ', 'x', 'y', X'00', X'61', X'6100', 'a', 'x,z', 1, 9223372036854775808,
- '{}', 'x', 'y')`,
 		"INSERT INTO app.nokey VALUES (1, 'a'), (1, 'a'), (2, NULL), (NULL, 'n')",
 	)
 	mustExec(t, e.srcDB,
