@@ -39,15 +39,15 @@ func TestCompactable(t *testing.T) {
 }
 
 func TestCompactedStatements(t *testing.T) {
-	pk := &tableInfo{target: tableName{"db", "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+	pk := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
 		key: []int{0}, uniques: [][]int{{0}}, compact: true}
 	// A second source table routed into the same target, still compactable.
-	pk2 := &tableInfo{target: tableName{"db", "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+	pk2 := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
 		key: []int{0}, uniques: [][]int{{0}}, compact: true}
 	// A source table routed into the same target that is not.
-	uk := &tableInfo{target: tableName{"db", "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+	uk := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
 		key: []int{0}, uniques: [][]int{{0}, {1}}}
-	allKey := &tableInfo{target: tableName{"db", "k"}, columns: []string{"a", "b"}, binary: []bool{false, false},
+	allKey := &tableInfo{target: tableName{Schema: "db", Table: "k"}, columns: []string{"a", "b"}, binary: []bool{false, false},
 		key: []int{0, 1}, uniques: [][]int{{0, 1}}, compact: true}
 	row := func(v ...any) []any { return v }
 	upsert := "INSERT INTO `db`.`p` (`id`,`v`) VALUES "

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -78,7 +79,7 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 		if h := d.unit.takeHandle(start, end); h != nil {
 			return d.applyHandled(ctx, h, query, start, end)
 		}
-		var fe *filterError
+		var fe *filter.RuleError
 		if errors.As(err, &fe) {
 			return errs.New(CodeFilterError, false,
 				"sync: %v at binlog %s (%s); the DDL was not applied: change the rule and resume, or skip it with handle-error", fe, start, clipSQL(query))

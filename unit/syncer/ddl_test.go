@@ -9,7 +9,7 @@ import (
 )
 
 func TestTranslateDDL(t *testing.T) {
-	events, err := newEventFilter([]config.FilterRule{
+	events, err := filter.NewEventFilter([]config.FilterRule{
 		{SchemaPattern: "app", TablePattern: "nodrop", Events: []string{"drop table"}, Action: config.FilterIgnore},
 	}, false)
 	if err != nil {
@@ -18,7 +18,7 @@ func TestTranslateDDL(t *testing.T) {
 	d := newDDLTranslator(
 		filter.NewTables(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
 		events,
-		newRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
+		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
 	)
 	tests := []struct {
 		name, schema, query string

@@ -19,11 +19,11 @@ import (
 type ddlTranslator struct {
 	parser *parser.Parser
 	filter *filter.Tables
-	events *eventFilter
-	router *router
+	events *filter.EventFilter
+	router *filter.Router
 }
 
-func newDDLTranslator(tables *filter.Tables, events *eventFilter, router *router) *ddlTranslator {
+func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router *filter.Router) *ddlTranslator {
 	return &ddlTranslator{parser: parser.New(), filter: tables, events: events, router: router}
 }
 
@@ -91,47 +91,47 @@ func (x *ddlTranslator) translateOne(schema, query string, node ast.StmtNode, si
 func (x *ddlTranslator) classify(schema, query string, node ast.StmtNode) (st ddlStmt, ok bool, err error) {
 	switch n := node.(type) {
 	case *ast.CreateDatabaseStmt:
-		st.event, st.dbName = evCreateDatabase, n.Name.O
+		st.event, st.dbName = filter.EvCreateDatabase, n.Name.O
 		if !n.IfNotExists {
 			n.IfNotExists, st.changed = true, true
 		}
 	case *ast.DropDatabaseStmt:
-		st.event, st.dbName = evDropDatabase, n.Name.O
+		st.event, st.dbName = filter.EvDropDatabase, n.Name.O
 	case *ast.AlterDatabaseStmt:
-		st.event, st.dbName = evAlterDatabase, n.Name.O
+		st.event, st.dbName = filter.EvAlterDatabase, n.Name.O
 		if n.AlterDefaultDatabase {
 			st.dbName = schema
 		}
 	case *ast.CreateTableStmt:
-		st.event, st.primary = evCreateTable, n.Table
+		st.event, st.primary = filter.EvCreateTable, n.Table
 	case *ast.AlterTableStmt:
-		st.event, st.primary = evAlterTable, n.Table
+		st.event, st.primary = filter.EvAlterTable, n.Table
 	case *ast.TruncateTableStmt:
-		st.event, st.primary = evTruncateTable, n.Table
+		st.event, st.primary = filter.EvTruncateTable, n.Table
 	case *ast.CreateIndexStmt:
-		st.event, st.primary = evCreateIndex, n.Table
+		st.event, st.primary = filter.EvCreateIndex, n.Table
 	case *ast.DropIndexStmt:
-		st.event, st.primary = evDropIndex, n.Table
+		st.event, st.primary = filter.EvDropIndex, n.Table
 	case *ast.DropTableStmt:
 		if n.IsView {
 			return ddlStmt{}, false, nil
 		}
 		tables, err := keepWhere(n.Tables, func(t *ast.TableName) (bool, error) {
-			return x.kept(schema, query, t, evDropTable)
+			return x.kept(schema, query, t, filter.EvDropTable)
 		})
 		if err != nil || len(tables) == 0 {
 			return ddlStmt{}, false, err
 		}
-		st = ddlStmt{event: evDropTable, primary: tables[0], changed: len(tables) != len(n.Tables)}
+		st = ddlStmt{event: filter.EvDropTable, primary: tables[0], changed: len(tables) != len(n.Tables)}
 		n.Tables = tables
 	case *ast.RenameTableStmt:
 		renames, err := keepWhere(n.TableToTables, func(tt *ast.TableToTable) (bool, error) {
-			return x.kept(schema, query, tt.OldTable, evRenameTable)
+			return x.kept(schema, query, tt.OldTable, filter.EvRenameTable)
 		})
 		if err != nil || len(renames) == 0 {
 			return ddlStmt{}, false, err
 		}
-		st = ddlStmt{event: evRenameTable, primary: renames[0].OldTable, changed: len(renames) != len(n.TableToTables)}
+		st = ddlStmt{event: filter.EvRenameTable, primary: renames[0].OldTable, changed: len(renames) != len(n.TableToTables)}
 		n.TableToTables = renames
 	default:
 		return ddlStmt{}, false, nil
@@ -172,7 +172,7 @@ func (x *ddlTranslator) kept(schema, query string, t *ast.TableName, event strin
 	if !x.filter.TableAllowed(n.Schema, n.Table) {
 		return false, nil
 	}
-	skip, err := x.events.skip(n.Schema, n.Table, event, query)
+	skip, err := x.events.Skip(n.Schema, n.Table, event, query)
 	return !skip, err
 }
 
@@ -183,10 +183,10 @@ func (x *ddlTranslator) translateDatabaseDDL(node ast.StmtNode, query string, st
 	if !x.filter.SchemaAllowed(st.dbName) {
 		return targetDDL{}, false, nil
 	}
-	if skip, err := x.events.skip(st.dbName, "", st.event, query); skip || err != nil {
+	if skip, err := x.events.Skip(st.dbName, "", st.event, query); skip || err != nil {
 		return targetDDL{}, false, err
 	}
-	routed := ast.NewCIStr(x.router.routeSchema(st.dbName))
+	routed := ast.NewCIStr(x.router.RouteSchema(st.dbName))
 	switch n := node.(type) {
 	case *ast.CreateDatabaseStmt:
 		n.Name = routed
@@ -208,7 +208,7 @@ func (x *ddlTranslator) translateTableDDL(node ast.StmtNode, schema, query strin
 	}
 	if ct, ok := node.(*ast.CreateTableStmt); ok && !ct.IfNotExists {
 		p := qualify(st.primary, schema)
-		if r := x.router.route(p.Schema, p.Table); r != p {
+		if r := x.router.Route(p.Schema, p.Table); r != p {
 			ct.IfNotExists = true
 		}
 	}
@@ -229,7 +229,7 @@ func (x *ddlTranslator) routeNames(node ast.StmtNode, schema string, primary *as
 			useSchema = schema
 		}
 		src := qualify(t, schema)
-		dst := x.router.route(src.Schema, src.Table)
+		dst := x.router.Route(src.Schema, src.Table)
 		if dst != src || t.Schema.O == "" {
 			routed = routed || dst != src
 			t.Schema, t.Name = ast.NewCIStr(dst.Schema), ast.NewCIStr(dst.Table)

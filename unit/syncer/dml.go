@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
 // changeKind is the kind of a row change.
@@ -19,11 +20,11 @@ const (
 func (k changeKind) String() string {
 	switch k {
 	case kindInsert:
-		return evInsert
+		return filter.EvInsert
 	case kindUpdate:
-		return evUpdate
+		return filter.EvUpdate
 	default:
-		return evDelete
+		return filter.EvDelete
 	}
 }
 

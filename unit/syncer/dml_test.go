@@ -39,10 +39,10 @@ func TestConvertValue(t *testing.T) {
 }
 
 func TestStatements(t *testing.T) {
-	keyed := &tableInfo{target: tableName{"db", "t"}, columns: []string{"id", "v"}, binary: []bool{false, false},
+	keyed := &tableInfo{target: tableName{Schema: "db", Table: "t"}, columns: []string{"id", "v"}, binary: []bool{false, false},
 		key: []int{0}, uniques: [][]int{{0}}}
-	nokey := &tableInfo{target: tableName{"db", "n"}, columns: []string{"a"}, binary: []bool{true}}
-	composite := &tableInfo{target: tableName{"db", "c"}, columns: []string{"a", "b", "x"}, binary: []bool{false, false, false},
+	nokey := &tableInfo{target: tableName{Schema: "db", Table: "n"}, columns: []string{"a"}, binary: []bool{true}}
+	composite := &tableInfo{target: tableName{Schema: "db", Table: "c"}, columns: []string{"a", "b", "x"}, binary: []bool{false, false, false},
 		key: []int{0, 1}, uniques: [][]int{{0, 1}}}
 	row := func(v ...any) []any { return v }
 	tests := []struct {
@@ -144,8 +144,8 @@ func TestCausalityKeys(t *testing.T) {
 		k, _ := causalityKeys(nil, c, seed, nil)
 		return k
 	}
-	ti := &tableInfo{target: tableName{"db", "t"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
-	other := &tableInfo{target: tableName{"db", "t2"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
+	ti := &tableInfo{target: tableName{Schema: "db", Table: "t"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
+	other := &tableInfo{target: tableName{Schema: "db", Table: "t2"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
 	update := keys(&change{kind: kindUpdate, table: ti, before: []any{int64(1), []byte("A")}, after: []any{int64(2), nil}})
 	if len(update) != 3 {
 		t.Fatalf("an update from (1, A) to (2, NULL) has %d keys, want 3 (NULL is no key)", len(update))
@@ -163,7 +163,7 @@ func TestCausalityKeys(t *testing.T) {
 	if got := keys(&change{kind: kindInsert, table: ti, after: []any{int64(1), []byte("b")}}); got[1] == update[1] {
 		t.Error("different unique key values share a key")
 	}
-	nokey := &tableInfo{target: tableName{"db", "n"}, columns: []string{"a"}}
+	nokey := &tableInfo{target: tableName{Schema: "db", Table: "n"}, columns: []string{"a"}}
 	a := keys(&change{kind: kindInsert, table: nokey, after: []any{int64(1)}})
 	b := keys(&change{kind: kindDelete, table: nokey, before: []any{int64(2)}})
 	if len(a) != 1 || !same(a, b) {

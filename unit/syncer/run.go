@@ -422,7 +422,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if !r.s.filter.TableAllowed(schema, table) {
 		return nil
 	}
-	if skip, err := r.s.events.skip(schema, table, kind.String(), ""); err != nil {
+	if skip, err := r.s.events.Skip(schema, table, kind.String(), ""); err != nil {
 		return errs.New(CodeFilterError, false, "sync: %v at binlog %s; change the rule and resume the task",
 			err, binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
 	} else if skip {

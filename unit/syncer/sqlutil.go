@@ -9,6 +9,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
 // quoteName quotes an identifier with backticks.
@@ -57,3 +58,6 @@ func mysqlErrorCode(err error) uint16 {
 	}
 	return 0
 }
+
+// tableName is a schema-qualified table name.
+type tableName = filter.TableName

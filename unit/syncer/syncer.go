@@ -36,8 +36,8 @@ type Syncer struct {
 	// concurrently with Process/Resume.
 	cfg      *config.SubTaskConfig
 	filter   *filter.Tables
-	events   *eventFilter
-	router   *router
+	events   *filter.EventFilter
+	router   *filter.Router
 	serverID uint32
 
 	// Set by Init; used by runs, Close and Kill (never concurrently).
@@ -109,14 +109,14 @@ func (s *Syncer) configure(cfg *config.SubTaskConfig) error {
 	// As in DM, names compare case-sensitively when the subtask or its
 	// source says so, and the source's filters apply after the subtask's.
 	caseSensitive := c.CaseSensitive || s.src.CaseSensitive
-	events, err := newEventFilter(config.WithSourceFilters(c.FilterRules, s.src.Filters, caseSensitive), caseSensitive)
+	events, err := filter.NewEventFilter(config.WithSourceFilters(c.FilterRules, s.src.Filters, caseSensitive), caseSensitive)
 	if err != nil {
 		return errs.New(CodeConfig, false, "sync: subtask %q: %w", c.Name, err)
 	}
 	s.cfg = &c
 	s.filter = filter.NewTables(c.BAList, caseSensitive)
 	s.events = events
-	s.router = newRouter(c.RouteRules, caseSensitive)
+	s.router = filter.NewRouter(c.RouteRules, caseSensitive)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
 // binaryCollation is the collation id of the binary character set.
@@ -65,12 +66,12 @@ type targetTable struct {
 // concurrent use). DDL clears it.
 type tableCache struct {
 	db     *sql.DB
-	route  *router
+	route  *filter.Router
 	infos  map[tableName]*tableInfo
 	target map[tableName]*targetTable
 }
 
-func newTableCache(db *sql.DB, r *router) *tableCache {
+func newTableCache(db *sql.DB, r *filter.Router) *tableCache {
 	return &tableCache{db: db, route: r, infos: map[tableName]*tableInfo{}, target: map[tableName]*targetTable{}}
 }
 
@@ -112,7 +113,7 @@ func (c *tableCache) get(ctx context.Context, tm *replication.TableMapEvent) (*t
 		ti.shape = tm
 		return ti, nil
 	}
-	target := c.route.route(src.Schema, src.Table)
+	target := c.route.Route(src.Schema, src.Table)
 	tt, err := c.targetTable(ctx, target)
 	if err != nil {
 		return nil, err

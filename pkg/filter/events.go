@@ -1,4 +1,4 @@
-package syncer
+package filter
 
 import (
 	"fmt"
@@ -6,29 +6,29 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
-	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
 // Event types a filter rule names (DM's binlog event filter, lower case).
 const (
-	evInsert         = "insert"
-	evUpdate         = "update"
-	evDelete         = "delete"
-	evCreateDatabase = "create database"
-	evDropDatabase   = "drop database"
-	evAlterDatabase  = "alter database"
-	evCreateTable    = "create table"
-	evDropTable      = "drop table"
-	evTruncateTable  = "truncate table"
-	evRenameTable    = "rename table"
-	evAlterTable     = "alter table"
-	evCreateIndex    = "create index"
-	evDropIndex      = "drop index"
-	evCreateView     = "create view"
-	evDropView       = "drop view"
+	EvInsert         = "insert"
+	EvUpdate         = "update"
+	EvDelete         = "delete"
+	EvCreateDatabase = "create database"
+	EvDropDatabase   = "drop database"
+	EvAlterDatabase  = "alter database"
+	EvCreateTable    = "create table"
+	EvDropTable      = "drop table"
+	EvTruncateTable  = "truncate table"
+	EvRenameTable    = "rename table"
+	EvAlterTable     = "alter table"
+	EvCreateIndex    = "create index"
+	EvDropIndex      = "drop index"
+	EvCreateView     = "create view"
+	EvDropView       = "drop view"
 )
 
-func isDMLEvent(e string) bool { return e == evInsert || e == evUpdate || e == evDelete }
+// IsDMLEvent reports whether e names a row change.
+func IsDMLEvent(e string) bool { return e == EvInsert || e == EvUpdate || e == EvDelete }
 
 // eventRule is one compiled filter rule.
 type eventRule struct {
@@ -40,17 +40,18 @@ type eventRule struct {
 	fail          bool // action Error: a matching event stops the subtask
 }
 
-// eventFilter decides whether a binlog event of a table is skipped by the
+// EventFilter decides whether a binlog event of a table is skipped by the
 // filter rules. Ignore rules skip matching events; Do rules skip every event
 // of their tables that they do not match; Error rules make a matching event
 // an error (DM's binlog event filter).
-type eventFilter struct {
-	m     filter.Matcher
+type EventFilter struct {
+	m     Matcher
 	rules []eventRule
 }
 
-func newEventFilter(rules []config.FilterRule, caseSensitive bool) (*eventFilter, error) {
-	f := &eventFilter{m: filter.Matcher{CaseSensitive: caseSensitive}}
+// NewEventFilter compiles rules; a bad sql-pattern is an error naming its rule.
+func NewEventFilter(rules []config.FilterRule, caseSensitive bool) (*EventFilter, error) {
+	f := &EventFilter{m: Matcher{CaseSensitive: caseSensitive}}
 	for i, r := range rules {
 		er := eventRule{name: r.Name, schema: r.SchemaPattern, table: r.TablePattern, events: map[string]bool{},
 			do: strings.EqualFold(r.Action, config.FilterDo), fail: strings.EqualFold(r.Action, config.FilterError)}
@@ -77,10 +78,10 @@ func (r *eventRule) matches(event, sql string) bool {
 	if r.events["all"] || r.events[event] {
 		return true
 	}
-	if isDMLEvent(event) && r.events["all dml"] {
+	if IsDMLEvent(event) && r.events["all dml"] {
 		return true
 	}
-	if !isDMLEvent(event) && r.events["all ddl"] {
+	if !IsDMLEvent(event) && r.events["all ddl"] {
 		return true
 	}
 	if sql != "" {
@@ -93,24 +94,24 @@ func (r *eventRule) matches(event, sql string) bool {
 	return false
 }
 
-// filterError is an event matched by a filter rule whose action is Error.
-type filterError struct {
+// RuleError is an event matched by a filter rule whose action is Error.
+type RuleError struct {
 	rule, schema, table, event string
 }
 
-func (e *filterError) Error() string {
-	at := quoteName(e.schema)
+func (e *RuleError) Error() string {
+	at := QuoteName(e.schema)
 	if e.table != "" {
-		at += "." + quoteName(e.table)
+		at += "." + QuoteName(e.table)
 	}
 	return fmt.Sprintf("filter rule %s (action Error) matched event %q on %s", e.rule, e.event, at)
 }
 
-// skip reports whether the event (an event type above; sql is the DDL text,
+// Skip reports whether the event (an event type above; sql is the DDL text,
 // "" for row changes) on schema.table (table "" for schema-level DDL) is
 // filtered out. The first rule of the table that decides wins; a matching
-// Error rule returns a *filterError.
-func (f *eventFilter) skip(schema, table, event, sql string) (bool, error) {
+// Error rule returns a *RuleError.
+func (f *EventFilter) Skip(schema, table, event, sql string) (bool, error) {
 	for i := range f.rules {
 		r := &f.rules[i]
 		if !f.m.Match(r.schema, schema) {
@@ -122,7 +123,7 @@ func (f *eventFilter) skip(schema, table, event, sql string) (bool, error) {
 		matched := r.matches(event, sql)
 		switch {
 		case r.fail && matched:
-			return true, &filterError{rule: r.name, schema: schema, table: table, event: event}
+			return true, &RuleError{rule: r.name, schema: schema, table: table, event: event}
 		case r.fail:
 		case matched != r.do:
 			return true, nil

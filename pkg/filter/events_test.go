@@ -1,4 +1,4 @@
-package syncer
+package filter
 
 import (
 	"testing"
@@ -18,48 +18,48 @@ func TestEventFilter(t *testing.T) {
 		checks []check
 	}{
 		{"ignore delete", []config.FilterRule{{SchemaPattern: "app", TablePattern: "t*", Events: []string{"delete"}, Action: "Ignore"}}, []check{
-			{"app", "t1", evDelete, "", true, ""}, {"app", "t1", evInsert, "", false, ""}, {"app", "u", evDelete, "", false, ""},
-			{"other", "t1", evDelete, "", false, ""},
+			{"app", "t1", EvDelete, "", true, ""}, {"app", "t1", EvInsert, "", false, ""}, {"app", "u", EvDelete, "", false, ""},
+			{"other", "t1", EvDelete, "", false, ""},
 		}},
 		{"ignore all ddl of schema", []config.FilterRule{{SchemaPattern: "app", Events: []string{"all ddl"}, Action: "Ignore"}}, []check{
-			{"app", "t", evAlterTable, "ALTER TABLE t ADD c INT", true, ""}, {"app", "t", evUpdate, "", false, ""},
-			{"app", "", evDropDatabase, "DROP DATABASE app", true, ""},
+			{"app", "t", EvAlterTable, "ALTER TABLE t ADD c INT", true, ""}, {"app", "t", EvUpdate, "", false, ""},
+			{"app", "", EvDropDatabase, "DROP DATABASE app", true, ""},
 		}},
 		{"table rule does not match schema-level DDL", []config.FilterRule{{SchemaPattern: "app", TablePattern: "t", Events: []string{"all"}, Action: "Ignore"}}, []check{
-			{"app", "", evDropDatabase, "DROP DATABASE app", false, ""}, {"app", "t", evInsert, "", true, ""},
+			{"app", "", EvDropDatabase, "DROP DATABASE app", false, ""}, {"app", "t", EvInsert, "", true, ""},
 		}},
 		{"sql pattern", []config.FilterRule{{SchemaPattern: "*", SQLPattern: []string{`^DROP\s+TABLE`}, Action: "Ignore"}}, []check{
-			{"app", "t", evDropTable, "drop table t", true, ""}, {"app", "t", evCreateTable, "CREATE TABLE t (a INT)", false, ""},
+			{"app", "t", EvDropTable, "drop table t", true, ""}, {"app", "t", EvCreateTable, "CREATE TABLE t (a INT)", false, ""},
 		}},
 		{"do rule keeps only its events", []config.FilterRule{{SchemaPattern: "app", TablePattern: "*", Events: []string{"insert", "create table"}, Action: "Do"}}, []check{
-			{"app", "t", evInsert, "", false, ""}, {"app", "t", evDelete, "", true, ""}, {"app", "t", evCreateTable, "CREATE TABLE t (a INT)", false, ""},
-			{"other", "t", evDelete, "", false, ""},
+			{"app", "t", EvInsert, "", false, ""}, {"app", "t", EvDelete, "", true, ""}, {"app", "t", EvCreateTable, "CREATE TABLE t (a INT)", false, ""},
+			{"other", "t", EvDelete, "", false, ""},
 		}},
 		{"error rule names rule, schema, table and event", []config.FilterRule{
 			{Name: "no-drop", SchemaPattern: "app", Events: []string{"drop table", "drop database"}, Action: "Error"},
 			{SchemaPattern: "app", TablePattern: "t", SQLPattern: []string{"^TRUNCATE"}, Action: "Error"},
 		}, []check{
-			{"app", "t", evDropTable, "DROP TABLE t", true, "filter rule no-drop (action Error) matched event \"drop table\" on `app`.`t`"},
-			{"app", "", evDropDatabase, "DROP DATABASE app", true, "filter rule no-drop (action Error) matched event \"drop database\" on `app`"},
-			{"app", "t", evTruncateTable, "TRUNCATE TABLE t", true, "filter rule filter-rules[1] (action Error) matched event \"truncate table\" on `app`.`t`"},
-			{"app", "t", evInsert, "", false, ""}, {"other", "t", evDropTable, "DROP TABLE t", false, ""},
+			{"app", "t", EvDropTable, "DROP TABLE t", true, "filter rule no-drop (action Error) matched event \"drop table\" on `app`.`t`"},
+			{"app", "", EvDropDatabase, "DROP DATABASE app", true, "filter rule no-drop (action Error) matched event \"drop database\" on `app`"},
+			{"app", "t", EvTruncateTable, "TRUNCATE TABLE t", true, "filter rule filter-rules[1] (action Error) matched event \"truncate table\" on `app`.`t`"},
+			{"app", "t", EvInsert, "", false, ""}, {"other", "t", EvDropTable, "DROP TABLE t", false, ""},
 		}},
 		{"an earlier ignore rule wins over an error rule", []config.FilterRule{
 			{SchemaPattern: "app", Events: []string{"delete"}, Action: "Ignore"},
 			{Name: "guard", SchemaPattern: "*", Events: []string{"all dml"}, Action: "Error"},
 		}, []check{
-			{"app", "t", evDelete, "", true, ""},
-			{"app", "t", evInsert, "", true, "filter rule guard (action Error) matched event \"insert\" on `app`.`t`"},
+			{"app", "t", EvDelete, "", true, ""},
+			{"app", "t", EvInsert, "", true, "filter rule guard (action Error) matched event \"insert\" on `app`.`t`"},
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := newEventFilter(tt.rules, false)
+			f, err := NewEventFilter(tt.rules, false)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, c := range tt.checks {
-				got, err := f.skip(c.schema, c.table, c.event, c.sql)
+				got, err := f.Skip(c.schema, c.table, c.event, c.sql)
 				if got != c.skip || (err != nil) != (c.fail != "") {
 					t.Errorf("skip(%q, %q, %q, %q) = %v, %v; want %v, error %q", c.schema, c.table, c.event, c.sql, got, err, c.skip, c.fail)
 				}
@@ -72,7 +72,7 @@ func TestEventFilter(t *testing.T) {
 }
 
 func TestEventFilterRejectsBadPattern(t *testing.T) {
-	if _, err := newEventFilter([]config.FilterRule{{SchemaPattern: "*", SQLPattern: []string{"("}, Action: "Ignore"}}, false); err == nil {
+	if _, err := NewEventFilter([]config.FilterRule{{SchemaPattern: "*", SQLPattern: []string{"("}, Action: "Ignore"}}, false); err == nil {
 		t.Fatal("a broken sql-pattern was accepted")
 	}
 }
