@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
 )
 
 // The sync unit's tables in the meta schema; both are keyed by (task,
@@ -179,3 +181,33 @@ func ignoreDone(err error) error {
 	}
 	return err
 }
+
+// Statement is one SQL statement and its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// HandOffWorker is the safe-point row the load unit writes for the sync
+// unit; apply workers are numbered from 0, so it never collides with one.
+const HandOffWorker = -1
+
+// HandOff returns the statements with which the load unit, in the
+// transaction that marks its work finished, hands a task's source over to
+// the sync unit (task mode all): the sync checkpoint at the snapshot's
+// location start, and a safe point at safeUntil, so the sync unit starts at
+// start and runs in safe mode until it has passed safeUntil. Run
+// CreateStatements first.
+func HandOff(schema, task, source string, start, safeUntil Location) []Statement {
+	table := func(name string) string { return QuoteName(schema) + "." + QuoteName(name) }
+	return []Statement{
+		{SQL: "REPLACE INTO " + table(CheckpointTable) +
+			" (task, source, binlog_name, binlog_pos, binlog_gtid, pending_ddl_name, pending_ddl_pos) VALUES (?,?,?,?,?,'',0)",
+			Args: []any{task, source, start.Name, start.Pos, start.GTID}},
+		{SQL: "REPLACE INTO " + table(SafePointTable) + " (task, source, worker, binlog_name, binlog_pos) VALUES (?,?,?,?,?)",
+			Args: []any{task, source, HandOffWorker, safeUntil.Name, safeUntil.Pos}},
+	}
+}
+
+// Location is a binlog location (file, position, GTID set).
+type Location = binlog.Location
