@@ -23,6 +23,7 @@ func (c *SubTaskConfig) Clone() *SubTaskConfig {
 	r.BAList = c.BAList.clone()
 	r.RouteRules = slices.Clone(c.RouteRules)
 	r.FilterRules = cloneFilters(c.FilterRules)
+	r.Loader.CleanupDumpFile = clonePtr(c.Loader.CleanupDumpFile)
 	r.Notes = c.Notes.clone()
 	return &r
 }

@@ -70,9 +70,18 @@ type MydumperConfig struct {
 
 // LoaderConfig tunes the load unit.
 type LoaderConfig struct {
-	PoolSize int    `json:"pool-size"`
-	Dir      string `json:"dir"`
+	PoolSize int `json:"pool-size"`
+	// Dir is where the dump unit writes chunk files; "" means
+	// <data-dir>/dump/<task> on the worker.
+	Dir string `json:"dir"`
+	// CleanupDumpFile: remove the dump files after a successful load.
+	// Omitted means true (DM's default); read it with CleanupDump.
+	CleanupDumpFile *bool `json:"cleanup-dump-file,omitempty"`
 }
+
+// CleanupDump reports whether dump files are removed after a successful
+// load (true unless cleanup-dump-file is false).
+func (c LoaderConfig) CleanupDump() bool { return c.CleanupDumpFile == nil || *c.CleanupDumpFile }
 
 // ValidatorConfig tunes the validator of a subtask.
 type ValidatorConfig struct {
