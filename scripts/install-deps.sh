@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs and is missing: the MariaDB server and client programs and
 # nats-server (Debian packages, never started as a service by us and never used by the tests,
-# which start their own servers) and failpoint-ctl (go install). With --bench also sysbench.
+# which start their own servers) and failpoint-ctl (go install). With --bench also sysbench and
+# mydumper (Debian's package, which provides mydumper and myloader).
 # Idempotent: installs only what is missing and says what it did. Runs as root, or uses sudo.
 set -euo pipefail
 
@@ -14,7 +15,7 @@ die() {
 	echo "install-deps: ERROR: $*" >&2
 	exit 1
 }
-usage() { echo "usage: $0 [--bench]   (--bench also installs sysbench)"; }
+usage() { echo "usage: $0 [--bench]   (--bench also installs sysbench and mydumper/myloader)"; }
 
 bench=0
 for arg in "$@"; do
@@ -109,6 +110,15 @@ if [ "$bench" -eq 1 ]; then
 		apt_install sysbench
 		have sysbench || die "sysbench is still missing after installing it"
 		did+=("installed sysbench")
+	fi
+	# mydumper and myloader, the reference of the full-data benchmark (tests/bench/dumpload_test.go).
+	if have mydumper && have myloader; then
+		say "mydumper: already installed"
+	else
+		apt_install mydumper
+		have mydumper || die "mydumper is still missing after installing it"
+		have myloader || die "myloader is still missing after installing mydumper"
+		did+=("installed mydumper")
 	fi
 fi
 

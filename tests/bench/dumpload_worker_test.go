@@ -1,0 +1,240 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
+)
+
+// fullTask is the name of the full-data benchmark's task.
+const fullTask = "bench-full"
+
+// subtaskDoc is the part of GET /api/v1/subtasks/{task} the full-data benchmark reads.
+type subtaskDoc struct {
+	Stage  string `json:"stage"`
+	Unit   string `json:"unit"`
+	Errors []struct {
+		Code      string `json:"code"`
+		Message   string `json:"message"`
+		Resumable bool   `json:"resumable"`
+	} `json:"errors"`
+	Progress json.RawMessage `json:"progress"`
+}
+
+// subtask reads one subtask's status from the worker; found is false while it does not exist.
+func (w *workerProc) subtask(ctx context.Context, task string) (d subtaskDoc, found bool, err error) {
+	code, body, err := httpGet(ctx, w.url("/api/v1/subtasks/"+task))
+	switch {
+	case err != nil:
+		return d, false, err
+	case code == http.StatusNotFound:
+		return d, false, nil
+	case code != http.StatusOK:
+		return d, false, fmt.Errorf("GET /api/v1/subtasks/%s: %d %s", task, code, body)
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return d, false, fmt.Errorf("GET /api/v1/subtasks/%s: %w\n%s", task, err, body)
+	}
+	return d, true, nil
+}
+
+// runWorker copies sbtest with a full-mode task run by a fresh dm-worker process with embedded
+// etcd into a fresh target. The clock runs from `dmctl task start` until the subtask is Finished
+// and the target's content is verified. The worker's CPU time comes from /proc/<pid>/stat and its
+// peak RSS (VmHWM) from /proc/<pid>/status, read before it is stopped; VmHWM is also read when
+// the subtask's unit moves from Dump to Load.
+func (s *fullSource) runWorker(t *testing.T, bin binaries, round int, work string) fullRun {
+	t.Helper()
+	ctx := t.Context()
+	tgt := startFullTarget(t, "dm", round)
+	dir := legDir(t, work, "dm", round)
+	c := dmctlCluster{bin: bin, endpoints: "http://" + testutil.FreeAddr(t), prefix: "/bench-full"}
+	w := startEmbedWorker(t, bin, benchWorker, c.endpoints, c.prefix, filepath.Join(dir, "data"))
+	c.waitWorkerAlive(t, benchWorker)
+	sourceFile := filepath.Join(dir, "source.yaml")
+	writeText(t, sourceFile, fmt.Sprintf("source-id: %s\nflavor: mariadb\nenable-relay: false\n"+
+		"from: {host: %s, port: %d, user: %s, password: %q}\n",
+		benchSourceID, s.inst.Host(), s.inst.Port(), mariadbtest.SourceUser, mariadbtest.SourcePassword))
+	c.run(t, "source", "create", sourceFile, "--worker", benchWorker)
+	waitUntil(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
+		src, err := w.boundSource(ctx)
+		if err == nil && src != benchSourceID {
+			err = fmt.Errorf("bound source %q", src)
+		}
+		return err
+	})
+	taskFile := filepath.Join(dir, "task.yaml")
+	writeText(t, taskFile, fullTaskYAML(tgt.inst))
+
+	var prof *profiler
+	if p := os.Getenv(profileEnv); p != "" {
+		prof = startProfiler(ctx, w, p, fmt.Sprintf("full-%d", round))
+	}
+	cpu0, err := procCPU(w.pidString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	meter := startCPUMeter(t, s.inst, tgt.inst)
+	began := time.Now()
+	c.run(t, "task", "start", taskFile)
+	ph := w.waitFinished(t, fullTask, began)
+	done := time.Since(began)
+	srcCPU, tgtCPU := meter.stop(t)
+	cpu1, err := procCPU(w.pidString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.verify(t, tgt, "dm-worker full task")
+	elapsed := time.Since(began)
+	hwm, err := vmHWM(w.pidString())
+	if err != nil {
+		t.Fatalf("peak RSS of dm-worker: %v", err)
+	}
+	if prof != nil {
+		files, err := prof.stop()
+		if err != nil {
+			t.Errorf("CPU profile of dm-worker: %v", err)
+		}
+		t.Logf("round %d, dm-worker: %d CPU profiles; read them with: go tool pprof -top %s", round, len(files), strings.Join(files, " "))
+	}
+	w.stop(t)
+	r := fullRun{elapsed: elapsed, done: done, dump: ph.loadAt, load: done - ph.loadAt, cpu: cpu1 - cpu0,
+		peakRSS: hwm * 1024, srcCPU: srcCPU, tgtCPU: tgtCPU}
+	t.Logf("round %d, dm-worker full task: %v (Finished at %v; unit Load from %v), %.0f rows/s; CPU worker %v, "+
+		"source %v, target %v; peak RSS %.1f MiB (%.1f MiB when Load began); last progress %s", round,
+		elapsed.Round(time.Millisecond), done.Round(time.Millisecond), ph.loadAt.Round(time.Millisecond),
+		r.rowsPerSec(s.rows), r.cpu, srcCPU, tgtCPU, float64(r.peakRSS)/(1<<20), float64(ph.hwmAtLoad)/(1<<10),
+		ph.lastProgress)
+	removeAll(t, dir)
+	tgt.kill(t)
+	return r
+}
+
+// fullTaskYAML is the benchmark's task file: task-mode full, sbtest only, mydumper threads
+// fullThreads (rows: the default), loader pool-size fullPoolSize, into tgt as root.
+func fullTaskYAML(tgt *mariadbtest.Instance) string {
+	return fmt.Sprintf(`name: %s
+task-mode: full
+target-database: {host: %s, port: %d, user: %s, password: ""}
+mysql-instances:
+  - source-id: %s
+    block-allow-list: bench
+    mydumper-config-name: bench
+    loader-config-name: bench
+block-allow-list:
+  bench: {do-dbs: [%s]}
+mydumpers:
+  bench: {threads: %d}
+loaders:
+  bench: {pool-size: %d}
+`, fullTask, tgt.Host(), tgt.Port(), mariadbtest.RootUser, benchSourceID, sbSchema, fullThreads, fullPoolSize)
+}
+
+// taskPhases is what waitFinished saw of a subtask's run.
+type taskPhases struct {
+	loadAt       time.Duration // since the start, when the unit was first seen as Load (0: never)
+	hwmAtLoad    int64         // the worker's VmHWM in kB then
+	lastProgress string        // the last progress object seen
+}
+
+// waitFinished polls the subtask every 10 ms until its stage is Finished, failing the test when
+// it pauses with an error that is not resumable, or after fullTimeout.
+func (w *workerProc) waitFinished(t *testing.T, task string, began time.Time) taskPhases {
+	t.Helper()
+	var ph taskPhases
+	waitUntil(t, fullTimeout, "subtask "+task+" is Finished", func() error {
+		d, found, err := w.subtask(t.Context(), task)
+		if err != nil || !found {
+			return fmt.Errorf("subtask %s not there yet (%v)", task, err)
+		}
+		if len(d.Progress) > 0 {
+			ph.lastProgress = string(d.Progress)
+		}
+		if d.Unit == "Load" && ph.loadAt == 0 {
+			ph.loadAt = time.Since(began)
+			ph.hwmAtLoad, _ = vmHWM(w.pidString())
+			t.Logf("subtask %s: unit Load at %v", task, ph.loadAt.Round(time.Millisecond))
+		}
+		if d.Stage == "Finished" {
+			return nil
+		}
+		for _, e := range d.Errors {
+			if !e.Resumable && d.Stage == "Paused" {
+				t.Fatalf("subtask %s paused with an error that is not resumable: %s: %s", task, e.Code, e.Message)
+			}
+		}
+		return fmt.Errorf("stage %s, unit %s, errors %+v, progress %s", d.Stage, d.Unit, d.Errors, d.Progress)
+	})
+	return ph
+}
+
+// startEmbedWorker starts dm-worker name with an embedded etcd listening on endpoint (its data
+// under dataDir), like startWorker does for an external etcd.
+func startEmbedWorker(t *testing.T, bin binaries, name, endpoint, prefix, dataDir string) *workerProc {
+	t.Helper()
+	logDir := t.TempDir()
+	w := &workerProc{name: name, addr: testutil.FreeAddr(t), logFile: filepath.Join(logDir, "dm-worker.log"),
+		done: make(chan struct{})}
+	out, err := os.Create(filepath.Join(logDir, "dm-worker.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close() // the child holds its own copy
+	args := []string{"--name", name, "--embed-etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
+		"--status-addr", w.addr, "--data-dir", dataDir, "--log-file", w.logFile}
+	started := make(chan error, 1)
+	go func() {
+		defer close(w.done)
+		runtime.LockOSThread() // Pdeathsig fires when the thread that started the child exits
+		cmd := exec.Command(bin.worker, args...)
+		cmd.Stdout, cmd.Stderr = out, out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		w.pid = cmd.Process.Pid
+		started <- nil
+		w.exit = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		<-w.done
+		t.Fatalf("start dm-worker %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		w.stop(t)
+		if t.Failed() {
+			t.Logf("dm-worker %s log tail:\n%s", name, fileTail(w.logFile))
+		}
+	})
+	testutil.Eventually(t, 30*time.Second, "dm-worker "+name+" serves /healthz", func() error {
+		select {
+		case <-w.done:
+			t.Fatalf("dm-worker %s exited before serving /healthz: %v\n%s", name, w.exit, fileTail(out.Name()))
+		default:
+		}
+		code, body, err := httpGet(t.Context(), w.url("/healthz"))
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK || string(body) != "ok" {
+			return fmt.Errorf("GET /healthz: %d %q", code, body)
+		}
+		return nil
+	})
+	return w
+}
