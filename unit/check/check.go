@@ -1,0 +1,170 @@
+package check
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
+)
+
+// QueryTimeout bounds connecting to a server and each query of a check.
+const QueryTimeout = 10 * time.Second
+
+// Run checks cfg's requirements on its source src and its target for
+// cfg's task mode and returns every outcome; it never stops at the first
+// failure. A server that cannot be reached is one failure naming its
+// address; the checks that need it are not run. Passwords must be
+// resolved (plain text). Run is safe for concurrent use; each connection
+// and query is bounded by QueryTimeout and by ctx.
+func Run(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig) *Report {
+	r := &Report{Task: cfg.Name, Source: cfg.SourceID}
+	c := newRun(cfg, src)
+	var (
+		wg       sync.WaitGroup
+		srcItems items
+		tgtItems items
+		tables   []*table
+		target   *server
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		tables = c.checkSource(ctx, &srcItems)
+	}()
+	go func() {
+		defer wg.Done()
+		target = c.checkTarget(ctx, &tgtItems)
+	}()
+	wg.Wait()
+	if target != nil {
+		if tables != nil {
+			c.checkTargetTables(ctx, target, tables, &tgtItems)
+		}
+		target.close()
+	}
+	r.Items = append(srcItems.list, tgtItems.list...)
+	return r
+}
+
+// run is what one Run checks with; read-only once built.
+type run struct {
+	cfg    *config.SubTaskConfig
+	src    *config.SourceConfig
+	mode   string
+	cs     bool // names compare case-sensitively
+	tables *filter.Tables
+	router *filter.Router
+}
+
+func newRun(cfg *config.SubTaskConfig, src *config.SourceConfig) *run {
+	cs := cfg.CaseSensitive || src.CaseSensitive
+	return &run{
+		cfg: cfg, src: src, mode: strings.ToLower(cfg.TaskMode), cs: cs,
+		tables: filter.NewTables(cfg.BAList, cs),
+		router: filter.NewRouter(cfg.RouteRules, cs),
+	}
+}
+
+// dumps reports whether the mode dumps the source (full, all).
+func (c *run) dumps() bool { return c.mode == config.ModeFull || c.mode == config.ModeAll }
+
+// syncs reports whether the mode reads the binlog (incremental, all).
+func (c *run) syncs() bool { return c.mode == config.ModeIncremental || c.mode == config.ModeAll }
+
+// server is an open connection pool to a source or target.
+type server struct {
+	db   *sql.DB
+	addr string
+	// what names the server in messages: "source mysql-01 (127.0.0.1:3306)".
+	what string
+}
+
+func (s *server) close() { _ = s.db.Close() }
+
+// connect opens a pool to db and pings it; on failure it adds one failure
+// item (name) that names the address and says what was skipped.
+func connect(ctx context.Context, db config.DBConfig, ref dbconn.Ref, what, name, skipped, fix string, l *items) *server {
+	ep, err := dbconn.NewEndpoint(db, ref)
+	if err != nil {
+		l.fail(name, what, "correct the "+ref.Field+" settings", "%s: %v; %s", what, err, skipped)
+		return nil
+	}
+	what = fmt.Sprintf("%s (%s)", what, ep.Addr())
+	pool, err := ep.Open(ep.DriverConfig())
+	if err == nil {
+		pool.SetMaxOpenConns(2)
+		qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+		err = pool.PingContext(qctx)
+		cancel()
+		if err != nil {
+			_ = pool.Close()
+		}
+	}
+	if err != nil {
+		l.fail(name, what, fmt.Sprintf(fix, ep.Addr()), "cannot connect to %s: %v; %s", what, err, skipped)
+		last := &l.list[len(l.list)-1]
+		last.unreachable = errs.IsResumable(err)
+		return nil
+	}
+	l.pass(name, what, "connected to %s", what)
+	return &server{db: pool, addr: ep.Addr(), what: what}
+}
+
+// query runs fn with a context bounded by QueryTimeout.
+func query[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (T, error) {
+	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	return fn(qctx)
+}
+
+// checkSource runs the source's checks and returns its selected tables
+// (nil when they could not be read).
+func (c *run) checkSource(ctx context.Context, l *items) []*table {
+	s := connect(ctx, c.src.From, dbconn.SourceRef(c.src.SourceID), "source "+c.src.SourceID, "source_connection",
+		"the source's privilege, binlog and table checks were not run",
+		"start the server at %s or correct from.host/from.port of the source config (`dmctl source update FILE`), and check that it accepts from.user with from.password from this host", l)
+	if s == nil {
+		return nil
+	}
+	defer s.close()
+	var g *grants
+	info, err := query(ctx, func(ctx context.Context) (*serverInfo, error) { return readServerInfo(ctx, s.db, c.src.Flavor) })
+	if err != nil {
+		l.fail("source_variables", s.what, "give the source user access to SHOW GLOBAL VARIABLES",
+			"read the server variables of %s: %v; the privilege and binlog checks were not run", s.what, err)
+	} else {
+		g = c.checkPrivileges(ctx, s, info, l)
+		if c.syncs() {
+			c.checkBinlog(s, info, l)
+		}
+	}
+	tables, err := query(ctx, func(ctx context.Context) ([]*table, error) { return c.readTables(ctx, s.db) })
+	if err != nil {
+		l.fail("source_tables", s.what, "give the source user SELECT on the selected tables",
+			"read the selected tables of %s from information_schema: %v", s.what, err)
+		return nil
+	}
+	c.checkSelected(s, tables, g, l)
+	return tables
+}
+
+// checkTarget connects to the target and checks that the task can write
+// its meta schema there; it returns the open target, nil when it cannot
+// be reached.
+func (c *run) checkTarget(ctx context.Context, l *items) *server {
+	s := connect(ctx, c.cfg.TargetDatabase, dbconn.TargetRef(c.cfg.Name), "target of task "+c.cfg.Name, "target_connection",
+		"the target's write and table checks were not run",
+		"start the server at %s or correct target-database host/port in the task file, and check that it accepts target-database.user with its password from this host", l)
+	if s == nil {
+		return nil
+	}
+	c.checkWritable(ctx, s, l)
+	return s
+}

@@ -1,0 +1,183 @@
+package check
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/filter"
+)
+
+// listMax is how many names a message lists before it says how many more.
+const listMax = 10
+
+// table is one selected source table, or one target table.
+type table struct {
+	schema, name string
+	columns      []column // in order, generated columns left out
+	keyed        bool     // has a primary key or a unique key on NOT NULL columns
+}
+
+func (t *table) String() string { return filter.TableName{Schema: t.schema, Table: t.name}.String() }
+
+// column is a stored column: its name and its type in a comparable form.
+type column struct {
+	name, typ string
+}
+
+// systemSchemaList keeps the information_schema queries off the system
+// schemas, which are never selected.
+const systemSchemaList = "('mysql','information_schema','performance_schema','sys')"
+
+// readTables returns the selected base tables of the source with their
+// columns and whether they have a key, sorted by name.
+func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
+	byName := map[[2]string]*table{}
+	var out []*table
+	err := scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "+systemSchemaList,
+		func(v []string) {
+			if c.tables.TableAllowed(v[0], v[1]) {
+				t := &table{schema: v[0], name: v[1]}
+				byName[[2]string{v[0], v[1]}] = t
+				out = append(out, t)
+			}
+		})
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	err = readColumns(ctx, db, "TABLE_SCHEMA NOT IN "+systemSchemaList, nil, func(schema, name string, col column) {
+		if t := byName[[2]string{schema, name}]; t != nil {
+			t.columns = append(t.columns, col)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A unique index is a key when none of its columns may be NULL.
+	err = scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, MAX(NULLABLE = 'YES') FROM information_schema.STATISTICS "+
+		"WHERE NON_UNIQUE = 0 AND TABLE_SCHEMA NOT IN "+systemSchemaList+" GROUP BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME",
+		func(v []string) {
+			if t := byName[[2]string{v[0], v[1]}]; t != nil && v[3] == "0" {
+				t.keyed = true
+			}
+		})
+	slices.SortFunc(out, func(a, b *table) int { return strings.Compare(a.String(), b.String()) })
+	return out, err
+}
+
+// readColumns reads the stored columns of the tables where cond holds
+// (ordered), skipping generated ones.
+func readColumns(ctx context.Context, db *sql.DB, cond string, args []any, fn func(schema, name string, col column)) error {
+	return scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS WHERE "+
+		cond+" ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
+		func(v []string) {
+			extra := strings.ToUpper(v[4])
+			if strings.Contains(extra, "VIRTUAL") || strings.Contains(extra, "STORED") || strings.Contains(extra, "PERSISTENT") {
+				return
+			}
+			fn(v[0], v[1], column{name: v[2], typ: normalizeType(v[3])})
+		}, args...)
+}
+
+// displayWidth is the display width of integer types, which MySQL 8 no
+// longer prints and which does not change what a column holds.
+var displayWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|integer|bigint|year)\(\d+\)`)
+
+func normalizeType(t string) string {
+	return displayWidth.ReplaceAllString(strings.ToLower(strings.TrimSpace(t)), "$1")
+}
+
+// scanRows runs query and calls fn with each row's columns as strings
+// (NULL as "").
+func scanRows(ctx context.Context, db *sql.DB, query string, fn func(v []string), args ...any) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	out := make([]string, len(cols))
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		for i, v := range vals {
+			out[i] = v.String
+		}
+		fn(out)
+	}
+	return rows.Err()
+}
+
+// checkSelected checks the selected tables: that there are some, SELECT on
+// them (modes that dump) and that they have keys.
+func (c *run) checkSelected(s *server, tables []*table, g *grants, l *items) {
+	id := c.src.SourceID
+	if len(tables) == 0 {
+		l.warn("source_tables", s.what, "check block-allow-list in the task file, and that the source user has SELECT on the tables",
+			"no table of source %s matches the block-allow list of task %s (or the source user cannot see them)", id, c.cfg.Name)
+	} else {
+		l.pass("source_tables", s.what, "%d table(s) of source %s match the block-allow list", len(tables), id)
+	}
+	if c.dumps() && g != nil {
+		c.checkSelect(s, tables, g, l)
+	}
+	var keyless []string
+	for _, t := range tables {
+		if !t.keyed {
+			keyless = append(keyless, t.String())
+		}
+	}
+	if len(keyless) == 0 {
+		if len(tables) > 0 {
+			l.pass("table_keys", s.what, "every selected table of source %s has a primary or NOT NULL unique key", id)
+		}
+		return
+	}
+	l.warn("table_keys", s.what, "add a PRIMARY KEY (or a UNIQUE key on NOT NULL columns) to these tables",
+		"%d selected table(s) of source %s have no primary key and no unique key on NOT NULL columns: %s; the dump reads each of them as one chunk and sync finds their rows by every column (slower, and identical rows cannot be told apart)",
+		len(keyless), id, capList(keyless, listMax))
+}
+
+// checkSelect checks that the source user may read every selected table.
+func (c *run) checkSelect(s *server, tables []*table, g *grants, l *items) {
+	id := c.src.SourceID
+	if g.global("SELECT") {
+		l.pass("privilege_select", s.what, "source user %s has SELECT on *.*", g.user)
+		return
+	}
+	if len(tables) == 0 {
+		l.fail("privilege_select", s.what, fmt.Sprintf("GRANT SELECT ON *.* TO %s (or on each selected schema)", g.user),
+			"source user %s has no SELECT on *.* and sees no selected table of source %s; the dump reads them with SELECT", g.user, id)
+		return
+	}
+	var missing, fixes []string
+	seen := map[string]bool{}
+	for _, t := range tables {
+		if g.onTable("SELECT", t.schema, t.name) {
+			continue
+		}
+		missing = append(missing, t.String())
+		if !seen[t.schema] {
+			seen[t.schema] = true
+			fixes = append(fixes, fmt.Sprintf("GRANT SELECT ON %s.* TO %s", filter.QuoteName(t.schema), g.user))
+		}
+	}
+	if len(missing) == 0 {
+		l.pass("privilege_select", s.what, "source user %s has SELECT on the %d selected table(s)", g.user, len(tables))
+		return
+	}
+	l.fail("privilege_select", s.what, capJoin(fixes, 5, "; ")+" (or GRANT SELECT ON *.*)",
+		"source user %s lacks SELECT on %d selected table(s) of source %s, which the dump reads: %s", g.user, len(missing), id, capList(missing, listMax))
+}

@@ -1,0 +1,174 @@
+package check
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/filter"
+)
+
+// maxNameLen is the longest identifier MySQL and MariaDB accept.
+const maxNameLen = 64
+
+// scratchName is the name of the table checkWritable creates in the meta
+// schema: the task and source in it for whoever sees it, and a random
+// suffix so that concurrent checks never share one.
+func scratchName(task, source string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := "_" + hex.EncodeToString(b[:])
+	name := "_dm_precheck_" + task + "_" + source
+	if len(name)+len(suffix) > maxNameLen {
+		name = name[:maxNameLen-len(suffix)]
+	}
+	return name + suffix
+}
+
+// checkWritable creates the meta schema when missing and creates, fills
+// and drops a scratch table in it: the task can then keep its checkpoints
+// and chunk records there.
+func (c *run) checkWritable(ctx context.Context, s *server, l *items) {
+	schema := c.cfg.MetaSchema
+	if schema == "" {
+		schema = config.DefaultMetaSchema
+	}
+	tbl := filter.TableName{Schema: schema, Table: scratchName(c.cfg.Name, c.cfg.SourceID)}
+	steps := []struct{ what, sql string }{
+		{"create the meta schema " + filter.QuoteName(schema), "CREATE DATABASE IF NOT EXISTS " + filter.QuoteName(schema)},
+		{"create table " + tbl.String(), "CREATE TABLE " + tbl.String() + " (id INT PRIMARY KEY, task VARCHAR(255) NOT NULL)"},
+		{"insert into " + tbl.String(), "INSERT INTO " + tbl.String() + " VALUES (1, " + quoteString(c.cfg.Name) + ")"},
+	}
+	var failed, created bool
+	for i, st := range steps {
+		if _, err := query(ctx, func(ctx context.Context) (any, error) { return s.db.ExecContext(ctx, st.sql) }); err != nil {
+			c.writeFailure(ctx, s, schema, st.what, err, l)
+			failed = true
+			break
+		}
+		created = i >= 1
+	}
+	if created {
+		_, err := query(ctx, func(ctx context.Context) (any, error) {
+			return s.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+tbl.String())
+		})
+		if err != nil && !failed {
+			c.writeFailure(ctx, s, schema, "drop table "+tbl.String()+" (drop it by hand)", err, l)
+			failed = true
+		}
+	}
+	if !failed {
+		l.pass("target_writable", s.what, "task %s can create tables and write rows in meta schema %s on %s",
+			c.cfg.Name, filter.QuoteName(schema), s.what)
+	}
+}
+
+// writeFailure adds the failure of one step of checkWritable with the
+// GRANT that fixes it.
+func (c *run) writeFailure(ctx context.Context, s *server, schema, what string, err error, l *items) {
+	user, uerr := query(ctx, func(ctx context.Context) (string, error) {
+		var u string
+		return u, s.db.QueryRowContext(ctx, "SELECT CURRENT_USER()").Scan(&u)
+	})
+	account := "the target user"
+	if uerr == nil {
+		account = quoteAccount(user)
+	}
+	l.fail("target_writable", s.what,
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX ON %s.* TO %s, and the same on the schemas the task writes to",
+			filter.QuoteName(schema), account),
+		"task %s cannot %s on %s: %v", c.cfg.Name, what, s.what, err)
+}
+
+// checkTargetTables compares every selected source table whose routed
+// target table exists with that table: the same stored columns, in the
+// same order, of the same types. A difference fails modes that load
+// (full, all) and is a warning in incremental mode, where the target
+// tables must match the source as of the start position, not now.
+func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table, l *items) {
+	routed := make(map[*table]filter.TableName, len(tables))
+	var schemas []any
+	seen := map[string]bool{}
+	for _, t := range tables {
+		r := c.router.Route(t.schema, t.name)
+		routed[t] = r
+		if !seen[r.Schema] {
+			seen[r.Schema] = true
+			schemas = append(schemas, r.Schema)
+		}
+	}
+	existing := map[filter.TableName][]column{}
+	if len(schemas) > 0 {
+		cond := "TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
+		_, err := query(ctx, func(ctx context.Context) (any, error) {
+			return nil, readColumns(ctx, s.db, cond, schemas, func(schema, name string, col column) {
+				k := filter.TableName{Schema: schema, Table: name}
+				existing[k] = append(existing[k], col)
+			})
+		})
+		if err != nil {
+			l.fail("target_tables", s.what, "give the target user SELECT on information_schema of the target schemas",
+				"read the columns of the target tables on %s: %v", s.what, err)
+			return
+		}
+	}
+	var same, differ int
+	for _, t := range tables {
+		r := routed[t]
+		cols, ok := existing[r]
+		if !ok {
+			continue
+		}
+		diff := compareColumns(t.columns, cols)
+		if diff == "" {
+			same++
+			continue
+		}
+		differ++
+		c.tableMismatch(s, t, r, diff, l)
+	}
+	if differ == 0 {
+		l.pass("target_tables", s.what, "%d selected table(s) route to existing target tables with the same columns; %d will be created",
+			same, len(tables)-same)
+	}
+}
+
+// tableMismatch adds the item of a target table whose columns differ from
+// its source table's.
+func (c *run) tableMismatch(s *server, src *table, dst filter.TableName, diff string, l *items) {
+	msg := fmt.Sprintf("target table %s on %s already exists with other columns than source table %s of source %s: %s",
+		dst, s.addr, src, c.src.SourceID, diff)
+	if c.dumps() {
+		l.fail("target_table_schema", dst.String(),
+			fmt.Sprintf("drop it on the target (DROP TABLE %s) so the load creates it, change its columns to the source's (SHOW CREATE TABLE %s on the source), or route the source table elsewhere (route-rules)", dst, src),
+			"%s", msg)
+		return
+	}
+	l.warn("target_table_schema", dst.String(),
+		"make its columns match the source table's as of the task's start position (meta)",
+		"%s; the sync unit writes rows by these columns", msg)
+}
+
+// compareColumns describes how the target's columns differ from the
+// source's ("" when they do not).
+func compareColumns(src, dst []column) string {
+	var d []string
+	for i := 0; i < max(len(src), len(dst)); i++ {
+		switch {
+		case i >= len(src):
+			d = append(d, fmt.Sprintf("the target has an extra column %d %s %s", i+1, filter.QuoteName(dst[i].name), dst[i].typ))
+		case i >= len(dst):
+			d = append(d, fmt.Sprintf("the target lacks column %d %s %s", i+1, filter.QuoteName(src[i].name), src[i].typ))
+		case !strings.EqualFold(src[i].name, dst[i].name):
+			d = append(d, fmt.Sprintf("column %d is %s %s on the source but %s %s on the target",
+				i+1, filter.QuoteName(src[i].name), src[i].typ, filter.QuoteName(dst[i].name), dst[i].typ))
+		case src[i].typ != dst[i].typ:
+			d = append(d, fmt.Sprintf("column %d %s is %s on the source but %s on the target",
+				i+1, filter.QuoteName(src[i].name), src[i].typ, dst[i].typ))
+		}
+	}
+	return capJoin(d, 5, "; ")
+}
