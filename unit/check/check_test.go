@@ -83,7 +83,7 @@ func TestGoodSourcePasses(t *testing.T) {
 	src.Exec(t, "CREATE TABLE shop.orders (id INT PRIMARY KEY, qty INT)")
 	src.Exec(t, "CREATE TABLE shop.codes (code VARCHAR(8) NOT NULL, UNIQUE KEY (code))")
 	src.Exec(t, "CREATE TABLE shop.events (at DATETIME, what TEXT, UNIQUE KEY (at))") // nullable unique: no key
-	src.Exec(t, "CREATE TABLE other.ignored (x INT)")                                  // not selected
+	src.Exec(t, "CREATE TABLE other.ignored (x INT)")                                 // not selected
 	// An existing target table with the source's columns is fine.
 	tgt.Exec(t, "CREATE DATABASE shop")
 	tgt.Exec(t, "CREATE TABLE shop.orders (id INT(11) PRIMARY KEY, qty INT, total INT AS (qty * 2) VIRTUAL)")
