@@ -1,0 +1,251 @@
+package load
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/unit/dumpfile"
+)
+
+// tablePlan is how one dumped table is loaded.
+type tablePlan struct {
+	index  int // in the manifest's Tables
+	source filter.TableName
+	target filter.TableName
+	// skipRows: a filter rule ignores the table's inserts; its chunks are
+	// recorded without loading them.
+	skipRows bool
+	// columns is LOAD DATA's column list and SET clause.
+	columns string
+}
+
+// prepareTables creates the routed schemas and tables of m on the target
+// (or checks the existing ones) and returns the plan of every table, in
+// the order of m.Tables.
+func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tablePlan, error) {
+	p := parser.New()
+	created := map[string]bool{}
+	for _, s := range m.Schemas {
+		if err := l.createSchema(ctx, p, s, l.router.RouteSchema(s.Name), created); err != nil {
+			return nil, err
+		}
+	}
+	schemaSQL := map[string]dumpfile.Schema{}
+	for _, s := range m.Schemas {
+		schemaSQL[s.Name] = s
+	}
+	plans := make([]tablePlan, len(m.Tables))
+	for i := range m.Tables {
+		t := &m.Tables[i]
+		src := filter.TableName{Schema: t.Schema, Table: t.Name}
+		plan := tablePlan{index: i, source: src, target: l.router.Route(t.Schema, t.Name), columns: loadColumns(t.Columns)}
+		skipCreate, err := l.events.Skip(t.Schema, t.Name, filter.EvCreateTable, t.CreateSQL)
+		if err != nil {
+			return nil, filterError(err, src)
+		}
+		if plan.skipRows, err = l.events.Skip(t.Schema, t.Name, filter.EvInsert, ""); err != nil {
+			return nil, filterError(err, src)
+		}
+		if !skipCreate {
+			s, ok := schemaSQL[t.Schema]
+			if !ok {
+				s = dumpfile.Schema{Name: t.Schema}
+			}
+			if err := l.createSchema(ctx, p, s, plan.target.Schema, created); err != nil {
+				return nil, err
+			}
+			if err := l.createTable(ctx, p, t, plan.target); err != nil {
+				return nil, err
+			}
+		}
+		if err := l.checkColumns(ctx, t, plan.target, skipCreate); err != nil {
+			return nil, err
+		}
+		plans[i] = plan
+	}
+	return plans, nil
+}
+
+// filterError turns a filter rule's Error action into the unit's error.
+func filterError(err error, src filter.TableName) error {
+	var re *filter.RuleError
+	if errors.As(err, &re) {
+		return errs.New(CodeLoadFilterError, false, "load: table %s: %w; change the rule or the block-allow list to load the table", src, err)
+	}
+	return errs.New(CodeLoadFilterError, false, "load: table %s: %w", src, err)
+}
+
+// createSchema creates target, a routed schema of source schema s, with s's
+// options unless a filter rule skips the creation of s or target was
+// created already.
+func (l *Loader) createSchema(ctx context.Context, p *parser.Parser, s dumpfile.Schema, target string, created map[string]bool) error {
+	if created[target] {
+		return nil
+	}
+	skip, err := l.events.Skip(s.Name, "", filter.EvCreateDatabase, s.CreateSQL)
+	if err != nil {
+		return filterError(err, filter.TableName{Schema: s.Name})
+	}
+	if skip {
+		return nil
+	}
+	q := "CREATE DATABASE IF NOT EXISTS " + quoteName(target)
+	if stmt, err := p.ParseOneStmt(s.CreateSQL, "", ""); err == nil {
+		if cd, ok := stmt.(*ast.CreateDatabaseStmt); ok {
+			cd.Name, cd.IfNotExists = ast.NewCIStr(target), true
+			var b strings.Builder
+			if err := cd.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err == nil {
+				q = b.String()
+			}
+		}
+	}
+	if _, err := l.db.ExecContext(ctx, q); err != nil {
+		return errs.Wrap(err, CodeLoadSchema, "load: create database %s on the target (%s)", quoteName(target), q)
+	}
+	created[target] = true
+	return nil
+}
+
+// createTable creates target from the source table's CREATE TABLE unless it
+// exists.
+func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.Table, target filter.TableName) error {
+	q, err := renameCreateTable(p, t.CreateSQL, t.Name, target)
+	if err != nil {
+		return errs.New(CodeLoadSchema, false, "load: table %s: %w", filter.TableName{Schema: t.Schema, Table: t.Name}, err)
+	}
+	if _, err := l.db.ExecContext(ctx, q); err != nil {
+		return errs.Wrap(err, CodeLoadSchema, "load: create table %s on the target for source table %s",
+			target, filter.TableName{Schema: t.Schema, Table: t.Name})
+	}
+	return nil
+}
+
+// renameCreateTable turns a source's SHOW CREATE TABLE into CREATE TABLE
+// IF NOT EXISTS of target. The server's own text is kept byte for byte
+// when it starts the way MariaDB and MySQL print it ("CREATE TABLE `name`
+// "), since the parser's restored text drops options only MariaDB knows;
+// otherwise the TiDB parser renames the table and restores the statement.
+func renameCreateTable(p *parser.Parser, createSQL, name string, target filter.TableName) (string, error) {
+	prefix := "CREATE TABLE " + quoteName(name) + " "
+	if strings.HasPrefix(createSQL, prefix) {
+		return "CREATE TABLE IF NOT EXISTS " + target.String() + " " + createSQL[len(prefix):], nil
+	}
+	stmt, err := p.ParseOneStmt(createSQL, "", "")
+	if err != nil {
+		return "", fmt.Errorf("parse the dumped CREATE TABLE: %w", err)
+	}
+	ct, ok := stmt.(*ast.CreateTableStmt)
+	if !ok {
+		return "", fmt.Errorf("the dumped CREATE TABLE is a %T, not CREATE TABLE", stmt)
+	}
+	ct.Table.Schema, ct.Table.Name = ast.NewCIStr(target.Schema), ast.NewCIStr(target.Table)
+	ct.IfNotExists = true
+	var b strings.Builder
+	if err := ct.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err != nil {
+		return "", fmt.Errorf("restore the renamed CREATE TABLE: %w", err)
+	}
+	return b.String(), nil
+}
+
+// checkColumns compares target's columns (generated ones left out) with the
+// dumped columns of t: the same names in the same order and the same
+// types. A missing table is an error too (a filter rule skipped its
+// creation when skipped is set).
+func (l *Loader) checkColumns(ctx context.Context, t *dumpfile.Table, target filter.TableName, skipped bool) error {
+	src := filter.TableName{Schema: t.Schema, Table: t.Name}
+	have, err := targetColumns(ctx, l.db, target)
+	if err != nil {
+		return errs.Wrap(err, CodeLoadSchema, "load: read the columns of target table %s", target)
+	}
+	if len(have) == 0 {
+		why := "it was not created"
+		if skipped {
+			why = "a filter rule skips its create table event"
+		}
+		return errs.New(CodeLoadSchema, false, "load: target table %s for source table %s does not exist (%s); create it on the target",
+			target, src, why)
+	}
+	var diffs []string
+	for i := 0; i < max(len(have), len(t.Columns)); i++ {
+		switch {
+		case i >= len(have):
+			diffs = append(diffs, fmt.Sprintf("column %d %s %s is missing in the target", i+1, quoteName(t.Columns[i].Name), t.Columns[i].Type))
+		case i >= len(t.Columns):
+			diffs = append(diffs, fmt.Sprintf("column %d %s %s of the target is not in the source", i+1, quoteName(have[i].Name), have[i].Type))
+		case !strings.EqualFold(have[i].Name, t.Columns[i].Name) || normType(have[i].Type) != normType(t.Columns[i].Type):
+			diffs = append(diffs, fmt.Sprintf("column %d is %s %s in the source but %s %s in the target",
+				i+1, quoteName(t.Columns[i].Name), t.Columns[i].Type, quoteName(have[i].Name), have[i].Type))
+		}
+	}
+	if len(diffs) > 0 {
+		return errs.New(CodeLoadSchema, false, "load: target table %s does not match source table %s: %s; "+
+			"make the target table's columns match (or drop it so the load creates it) and resume",
+			target, src, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// column is a target column's name and COLUMN_TYPE.
+type column struct{ Name, Type string }
+
+// targetColumns returns the stored (not generated) columns of a table in
+// order; none when the table does not exist.
+func targetColumns(ctx context.Context, db *sql.DB, t filter.TableName) ([]column, error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS"+
+		" WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION", t.Schema, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	var out []column
+	for rows.Next() {
+		var c column
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		out = append(out, c)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// intWidth is the display width of an integer type, which MySQL 8 no
+// longer prints.
+var intWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|bigint)\(\d+\)`)
+
+// normType is a COLUMN_TYPE as compared: lower case, integer display width
+// dropped.
+func normType(t string) string {
+	return intWidth.ReplaceAllString(strings.ToLower(strings.TrimSpace(t)), "$1")
+}
+
+// loadColumns is LOAD DATA's column list for cols, with a SET clause that
+// casts the BIT columns' decimal text (dumpfile.LoadBit) and the YEAR
+// columns' text to integers: the server prints the zero year as "0", which
+// LOAD DATA reads as the string '0', the year 2000; the number 0 is 0000.
+func loadColumns(cols []dumpfile.Column) string {
+	names := make([]string, len(cols))
+	var sets []string
+	for i, c := range cols {
+		names[i] = quoteName(c.Name)
+		if t := normType(c.Type); c.Load == dumpfile.LoadBit || t == "year" || t == "year(4)" {
+			v := fmt.Sprintf("@v%d", i)
+			names[i] = v
+			sets = append(sets, quoteName(c.Name)+" = CAST("+v+" AS UNSIGNED)")
+		}
+	}
+	s := "(" + strings.Join(names, ", ") + ")"
+	if len(sets) > 0 {
+		s += " SET " + strings.Join(sets, ", ")
+	}
+	return s
+}
