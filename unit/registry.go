@@ -1,6 +1,7 @@
 package unit
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -28,7 +29,14 @@ type Factory interface {
 	// NewValidator creates the subtask's validator, or returns an error if
 	// validation is unavailable.
 	NewValidator(cfg *config.SubTaskConfig, logger *zap.Logger) (Validator, error)
+	// Precheck checks the source and target requirements of cfg's task
+	// mode (DESIGN.md §9) before a subtask's first unit runs for the first
+	// time; the error lists every unmet requirement.
+	Precheck(ctx context.Context, cfg *config.SubTaskConfig) error
 }
+
+// PrecheckFunc checks a subtask's requirements; see Factory.Precheck.
+type PrecheckFunc func(ctx context.Context, cfg *config.SubTaskConfig) error
 
 // Constructor builds one unit for a subtask.
 type Constructor func(cfg *config.SubTaskConfig, logger *zap.Logger) (Unit, error)
@@ -41,6 +49,7 @@ type ValidatorConstructor func(cfg *config.SubTaskConfig, logger *zap.Logger) (V
 type Registry struct {
 	units     map[Type]Constructor
 	validator ValidatorConstructor
+	precheck  PrecheckFunc
 }
 
 var _ Factory = (*Registry)(nil)
@@ -112,6 +121,21 @@ func (r *Registry) NewValidator(cfg *config.SubTaskConfig, logger *zap.Logger) (
 		return nil, fmt.Errorf("unit: create validator for subtask %q: %w", cfg.Name, err)
 	}
 	return v, nil
+}
+
+// WithPrecheck returns a copy of r whose Precheck runs check.
+func (r *Registry) WithPrecheck(check PrecheckFunc) *Registry {
+	c := *r
+	c.precheck = check
+	return &c
+}
+
+// Precheck runs the registered check; without one every subtask passes.
+func (r *Registry) Precheck(ctx context.Context, cfg *config.SubTaskConfig) error {
+	if r.precheck == nil {
+		return nil
+	}
+	return r.precheck(ctx, cfg)
 }
 
 func (r *Registry) missing(types []Type) []Type {

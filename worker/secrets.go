@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
@@ -68,6 +70,14 @@ func (f *secretFactory) NewValidator(cfg *config.SubTaskConfig, logger *zap.Logg
 		return nil, err
 	}
 	return f.Factory.NewValidator(rc, logger)
+}
+
+func (f *secretFactory) Precheck(ctx context.Context, cfg *config.SubTaskConfig) error {
+	rc, err := resolveSubTask(cfg, f.key)
+	if err != nil {
+		return err
+	}
+	return f.Factory.Precheck(ctx, rc)
 }
 
 func (f *secretFactory) unitConfig(cfg *config.SubTaskConfig) (*config.SubTaskConfig, error) {

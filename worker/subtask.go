@@ -49,10 +49,12 @@ type SubTask struct {
 	units    []unit.Unit // the pipeline in order; nil when buildErr is set
 	inited   int         // units[:inited] were initialised successfully
 	scanned  bool        // cur was chosen by the IsFreshTask scan
-	cur      int         // index of the current unit; units[:cur] are closed
-	started  bool        // units[cur] ran (Process), so it continues with Resume
-	valid    unit.Validator
-	vRunning bool // valid was started and not stopped by StopValidator
+	// prechecked: the factory's precheck passed (or was not needed).
+	prechecked bool
+	cur        int  // index of the current unit; units[:cur] are closed
+	started    bool // units[cur] ran (Process), so it continues with Resume
+	valid      unit.Validator
+	vRunning   bool // valid was started and not stopped by StopValidator
 }
 
 // NewSubTask returns a SubTask in stage New with the pipeline of cfg's task

@@ -82,6 +82,9 @@ func (s *SubTask) prepare(ctx context.Context) bool {
 			break
 		}
 	}
+	if start == 0 && !s.precheck(ctx, units[0]) {
+		return false
+	}
 	for _, u := range units[:start] {
 		u.Close()
 	}
@@ -91,6 +94,35 @@ func (s *SubTask) prepare(ctx context.Context) bool {
 	if start > 0 {
 		s.logger.Info("resuming pipeline at the last unit with saved progress", zap.String("unit", string(units[start].Type())))
 	}
+	return true
+}
+
+// precheck runs the factory's precheck when the pipeline starts at its
+// first unit and that unit has no saved progress (a subtask that never ran),
+// and reports whether processing may start. A passed precheck is not run
+// again for this subtask; a failed one runs again at the next resume.
+func (s *SubTask) precheck(ctx context.Context, first unit.Unit) bool {
+	s.mu.Lock()
+	done, cfg := s.prechecked, s.cfg
+	s.mu.Unlock()
+	if done {
+		return true
+	}
+	fresh, err := first.IsFreshTask(ctx)
+	if err == nil && fresh {
+		err = s.factory.Precheck(ctx, cfg)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			s.settleCanceled(nil)
+			return false
+		}
+		s.failErr(err)
+		return false
+	}
+	s.mu.Lock()
+	s.prechecked = true
+	s.mu.Unlock()
 	return true
 }
 

@@ -48,13 +48,11 @@ func TestSubTaskPipelineHandsOverAndFinishes(t *testing.T) {
 			if s.CurrentUnit() != last {
 				t.Fatalf("finished at unit %s, want %s", s.CurrentUnit(), last)
 			}
-			for i, typ := range tt.want {
+			for _, typ := range tt.want {
 				u := byType[typ]
-				want := []string{"Init"}
-				if i > 0 {
-					want = append(want, "IsFreshTask")
-				}
-				want = append(want, "Process")
+				// Every unit is asked for saved progress: the later ones by
+				// the scan, the first one before its precheck.
+				want := []string{"Init", "IsFreshTask", "Process"}
 				if typ != last {
 					want = append(want, "Close") // handed over: released at once
 				}
@@ -82,10 +80,10 @@ func TestSubTaskStartsAtLastUnitWithProgress(t *testing.T) {
 		wantScans  []unit.Type
 		wantClosed []unit.Type // skipped units, closed at once
 	}{
-		{"all fresh", [3]bool{true, true, true}, unit.TypeDump, []unit.Type{unit.TypeSync, unit.TypeLoad}, nil},
+		{"all fresh", [3]bool{true, true, true}, unit.TypeDump, []unit.Type{unit.TypeSync, unit.TypeLoad, unit.TypeDump}, nil},
 		{"load has progress", [3]bool{false, false, true}, unit.TypeLoad, []unit.Type{unit.TypeSync, unit.TypeLoad}, []unit.Type{unit.TypeDump}},
 		{"sync has progress", [3]bool{false, false, false}, unit.TypeSync, []unit.Type{unit.TypeSync}, []unit.Type{unit.TypeDump, unit.TypeLoad}},
-		{"only dump has progress", [3]bool{false, true, true}, unit.TypeDump, []unit.Type{unit.TypeSync, unit.TypeLoad}, nil},
+		{"only dump has progress", [3]bool{false, true, true}, unit.TypeDump, []unit.Type{unit.TypeSync, unit.TypeLoad, unit.TypeDump}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,7 +226,7 @@ func TestSubTaskExplicitPauseResume(t *testing.T) {
 	if err := s.AutoResume(ctx); !errors.Is(err, ErrNotAutoResumable) {
 		t.Fatalf("AutoResume after explicit pause: %v", err)
 	}
-	want := []string{"Init", "Process", "Pause", "Resume"}
+	want := []string{"Init", "IsFreshTask", "Process", "Pause", "Resume"}
 	if got := u.Calls(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("calls %v, want %v", got, want)
 	}
