@@ -391,4 +391,3 @@ func dumpFiles(t *testing.T, dir string) []string {
 }
 
 func tn(schema, table string) filter.TableName { return filter.TableName{Schema: schema, Table: table} }
-

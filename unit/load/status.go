@@ -12,16 +12,16 @@ import (
 // rule skips is done too); the Prometheus counters count what went into
 // the target.
 type Status struct {
-	DumpID      string  `json:"dump-id"`
-	Dir         string  `json:"dir"`
-	TablesTotal int     `json:"tables-total"`
-	TablesDone  int     `json:"tables-done"`
-	ChunksTotal int     `json:"chunks-total"`
-	ChunksDone  int     `json:"chunks-done"`
-	RowsTotal   int64   `json:"rows-total"`
-	Rows        int64   `json:"rows"`
-	BytesTotal  int64   `json:"bytes-total"`
-	Bytes       int64   `json:"bytes"`
+	DumpID      string `json:"dump-id"`
+	Dir         string `json:"dir"`
+	TablesTotal int    `json:"tables-total"`
+	TablesDone  int    `json:"tables-done"`
+	ChunksTotal int    `json:"chunks-total"`
+	ChunksDone  int    `json:"chunks-done"`
+	RowsTotal   int64  `json:"rows-total"`
+	Rows        int64  `json:"rows"`
+	BytesTotal  int64  `json:"bytes-total"`
+	Bytes       int64  `json:"bytes"`
 	// Rate is rows per second loaded by the current (or last) run.
 	Rate float64 `json:"rate"`
 	// ETASeconds is the time left at Rate; 0 when unknown or done.
