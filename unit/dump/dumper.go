@@ -1,0 +1,212 @@
+package dump
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/unit"
+)
+
+// Defaults for mydumper settings left at 0 (mydumper's and DM's).
+const (
+	defaultThreads = 4
+	defaultRows    = 10000
+)
+
+// Dumper is the dump unit of one subtask.
+type Dumper struct {
+	src     *config.SourceConfig
+	dir     string
+	logger  *zap.Logger
+	metrics *unitMetrics
+	prog    progress
+
+	// Set by New and Update; read by runs (never concurrently with Update).
+	cfg     *config.SubTaskConfig
+	threads int
+	rows    int64
+	tables  *filter.Tables
+	fp      string
+
+	// Set by Init; used by runs, Close and Kill (never concurrently).
+	source *sql.DB
+}
+
+var _ unit.Unit = (*Dumper)(nil)
+
+// New creates the dump unit of a subtask that writes into dir (created,
+// 0750, when missing). metrics and logger may be nil.
+func New(cfg *config.SubTaskConfig, src *config.SourceConfig, dir string, m *Metrics, logger *zap.Logger) (*Dumper, error) {
+	if cfg == nil || src == nil {
+		return nil, errs.New(CodeDumpConfig, false, "dump: subtask and source configs are required")
+	}
+	if dir == "" {
+		return nil, errs.New(CodeDumpConfig, false, "dump: subtask %q has no dump directory", cfg.Name)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	d := &Dumper{
+		src: src, dir: dir, logger: logger,
+		metrics: &unitMetrics{m: m, task: cfg.Name, source: cfg.SourceID},
+	}
+	d.configure(cfg)
+	return d, nil
+}
+
+// configure installs cfg.
+func (d *Dumper) configure(cfg *config.SubTaskConfig) {
+	c := *cfg
+	d.cfg = &c
+	d.threads = c.Mydumper.Threads
+	if d.threads < 1 {
+		d.threads = defaultThreads
+	}
+	d.rows = effectiveRows(&c)
+	d.tables = filter.NewTables(c.BAList, c.CaseSensitive || d.src.CaseSensitive)
+	d.fp = Fingerprint(&c, d.src)
+}
+
+func effectiveRows(cfg *config.SubTaskConfig) int64 {
+	if cfg.Mydumper.Rows < 1 {
+		return defaultRows
+	}
+	return cfg.Mydumper.Rows
+}
+
+// Parts of a fingerprint, in order, and what they name in a log line.
+var (
+	fingerprintParts = []string{"ba", "cs", "source", "rows"}
+	fingerprintNames = map[string]string{
+		"ba": "the block-allow list", "cs": "case sensitivity",
+		"source": "the source's endpoint (from.host/port)", "rows": "mydumper.rows",
+	}
+)
+
+// Fingerprint sums what decides a dump's contents: the block-allow list,
+// case sensitivity, the source's endpoint and the chunk size
+// (mydumper.rows). Threads, routes and filters (applied by the load unit)
+// are not part of it. It reads "ba=<hash>;cs=<bool>;source=<host:port>;rows=<n>",
+// so that a log can say which part changed.
+func Fingerprint(cfg *config.SubTaskConfig, src *config.SourceConfig) string {
+	ba, err := json.Marshal(cfg.BAList)
+	if err != nil { // a struct of strings always encodes
+		panic("dump: encode block-allow list: " + err.Error())
+	}
+	sum := sha256.Sum256(ba)
+	return fmt.Sprintf("ba=%s;cs=%t;source=%s;rows=%d", hex.EncodeToString(sum[:8]),
+		cfg.CaseSensitive || src.CaseSensitive,
+		net.JoinHostPort(src.From.Host, strconv.Itoa(src.From.Port)), effectiveRows(cfg))
+}
+
+// Type is unit.TypeDump.
+func (d *Dumper) Type() unit.Type { return unit.TypeDump }
+
+// Init creates the dump directory and the (lazily connecting) source pool.
+func (d *Dumper) Init(context.Context) error {
+	if err := makeDir(d.dir); err != nil {
+		return err
+	}
+	if d.source != nil {
+		return nil
+	}
+	db, err := openSource(d.src, d.threads+2)
+	if err != nil {
+		return err
+	}
+	d.source = db
+	return nil
+}
+
+// openSource opens a pool to the source whose connections read raw bytes
+// (no parseTime); session settings are made per connection (session.go).
+func openSource(src *config.SourceConfig, maxConns int) (*sql.DB, error) {
+	ep, err := dbconn.NewEndpoint(src.From, dbconn.SourceRef(src.SourceID))
+	if err != nil {
+		return nil, errs.New(CodeDumpConfig, false, "dump: %w", err)
+	}
+	cfg := ep.DriverConfig()
+	cfg.ParseTime = false
+	cfg.InterpolateParams = false
+	db, err := ep.Open(cfg)
+	if err != nil {
+		return nil, errs.New(CodeDumpConfig, false, "dump: %w", err)
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(2)
+	db.SetConnMaxIdleTime(time.Minute)
+	return db, nil
+}
+
+// IsFreshTask reports whether the directory holds no finished dump for the
+// current config.
+func (d *Dumper) IsFreshTask(context.Context) (bool, error) {
+	m, _, err := finishedDump(d.dir, d.cfg.Name, d.cfg.SourceID, d.fp)
+	if err != nil {
+		return false, err
+	}
+	return m == nil, nil
+}
+
+// Process dumps, or returns at once when the directory already holds the
+// finished dump of the current config.
+func (d *Dumper) Process(ctx context.Context) unit.Result { return d.result(ctx, d.run(ctx)) }
+
+// Resume is Process: an unfinished dump is always taken again from a fresh
+// snapshot.
+func (d *Dumper) Resume(ctx context.Context) unit.Result { return d.result(ctx, d.run(ctx)) }
+
+func (d *Dumper) result(ctx context.Context, err error) unit.Result {
+	if ctx.Err() != nil {
+		return unit.Result{IsCanceled: true}
+	}
+	if err == nil {
+		return unit.Result{}
+	}
+	d.logger.Warn("dump unit stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
+	return unit.Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
+}
+
+// Pause does nothing: a run closes its connections when it returns.
+func (d *Dumper) Pause() {}
+
+// Update applies a config whose fingerprint is unchanged (threads, routes,
+// filters, load and sync settings); one that changes what the dump holds
+// returns unit.ErrUpdateUnsupported.
+func (d *Dumper) Update(_ context.Context, cfg *config.SubTaskConfig) error {
+	if fp := Fingerprint(cfg, d.src); fp != d.fp {
+		return fmt.Errorf("dump: %s: %w", fingerprintChange(d.fp, fp), unit.ErrUpdateUnsupported)
+	}
+	d.configure(cfg)
+	return nil
+}
+
+// Close closes the source pool.
+func (d *Dumper) Close() { d.Kill() }
+
+// Kill closes the source pool; a running dump has already returned.
+func (d *Dumper) Kill() {
+	if d.source != nil {
+		if err := d.source.Close(); err != nil {
+			d.logger.Warn("close source pool", zap.Error(err))
+		}
+		d.source = nil
+	}
+	d.metrics.forget()
+}
+
+// Status returns a Status.
+func (d *Dumper) Status() any { return d.prog.status(d.dir, time.Now()) }

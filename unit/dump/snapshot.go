@@ -1,0 +1,279 @@
+package dump
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/unit/dumpfile"
+)
+
+// lockWaitTimeout bounds (seconds, the session's lock_wait_timeout) how
+// long FLUSH TABLES WITH READ LOCK may wait for running statements to
+// finish; writers wait for it as long. Past it the dump falls back to the
+// binlog-snapshot method.
+const lockWaitTimeout = 10
+
+// readerSetup prepares a reader session: raw bytes, UTC TIMESTAMPs, zero
+// dates kept, and a consistent read.
+var readerSetup = []string{
+	"SET NAMES binary",
+	"SET SESSION time_zone = '+00:00'",
+	"SET SESSION sql_mode = ''",
+	// A worker may pause reading while it writes a big row to disk.
+	"SET SESSION net_write_timeout = 600",
+	"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+}
+
+// snapshot is a consistent snapshot: every reader's transaction sees the
+// source as of start.
+type snapshot struct {
+	method  string
+	held    time.Duration
+	start   binlog.Location
+	readers []*sql.Conn
+}
+
+// close ends every reader's session.
+func (s *snapshot) close() {
+	for _, c := range s.readers {
+		discard(c)
+	}
+	s.readers = nil
+}
+
+// discard closes c without returning it to the pool: its session settings
+// differ from the pool's, and a transaction or lock may be open (closing
+// the connection ends both).
+func discard(c *sql.Conn) {
+	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // makes database/sql close it
+	_ = c.Close()                                           // ErrConnDone by now; nothing to report
+}
+
+// openSession takes a connection of db and runs setup on it.
+func openSession(ctx context.Context, db *sql.DB, setup []string) (*sql.Conn, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeDumpSnapshot, "dump: connect to the source")
+	}
+	for _, q := range setup {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			discard(c)
+			return nil, errs.Wrap(err, CodeDumpSnapshot, "dump: %s", q)
+		}
+	}
+	return c, nil
+}
+
+// takeSnapshot opens threads readers and starts their snapshot under
+// FLUSH TABLES WITH READ LOCK, or, where the lock is refused or times out,
+// one reader with MariaDB's binlog_snapshot_* status.
+func takeSnapshot(ctx context.Context, db *sql.DB, threads int, log *zap.Logger) (*snapshot, error) {
+	s := &snapshot{method: dumpfile.MethodFlushLock}
+	// Every connection is open before the lock is taken, so that the lock
+	// lasts only as long as a few statements.
+	for range threads {
+		c, err := openSession(ctx, db, readerSetup)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.readers = append(s.readers, c)
+	}
+	lock, err := openSession(ctx, db, []string{"SET SESSION lock_wait_timeout = " + strconv.Itoa(lockWaitTimeout)})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	defer discard(lock) // also releases the lock on any error below
+	if _, err := lock.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
+		if why := lockRefused(err); why != "" {
+			log.Warn("FLUSH TABLES WITH READ LOCK is not possible; the dump uses one connection and MariaDB's binlog_snapshot_file/position",
+				zap.String("reason", why), zap.Error(err))
+			for _, c := range s.readers[1:] {
+				discard(c)
+			}
+			s.readers = s.readers[:1]
+			if err := s.binlogSnapshot(ctx); err != nil {
+				return nil, err
+			}
+			return s, nil
+		}
+		s.close()
+		return nil, errs.Wrap(err, CodeDumpSnapshot, "dump: FLUSH TABLES WITH READ LOCK")
+	}
+	locked := time.Now()
+	if err := s.underLock(ctx, lock); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.held = time.Since(locked)
+	return s, nil
+}
+
+// underLock starts every reader's snapshot, reads the binlog location and
+// unlocks.
+func (s *snapshot) underLock(ctx context.Context, lock *sql.Conn) error {
+	for _, c := range s.readers {
+		if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+			return errs.Wrap(err, CodeDumpSnapshot, "dump: START TRANSACTION WITH CONSISTENT SNAPSHOT")
+		}
+	}
+	loc, err := masterStatus(ctx, lock)
+	if err != nil {
+		return err
+	}
+	if _, err := lock.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		return errs.Wrap(err, CodeDumpSnapshot, "dump: UNLOCK TABLES")
+	}
+	s.start = loc
+	return nil
+}
+
+// lockRefused says why err means FLUSH TABLES WITH READ LOCK cannot be had
+// ("" when err is another failure).
+func lockRefused(err error) string {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return ""
+	}
+	switch me.Number {
+	case erSpecificAccessDenied, erAccessDenied, erDBAccessDenied:
+		return "the source user lacks the RELOAD privilege"
+	case erLockWaitTimeout:
+		return fmt.Sprintf("a running statement kept the lock waiting for more than %d s", lockWaitTimeout)
+	}
+	return ""
+}
+
+// binlogSnapshot starts the snapshot of the only reader and takes its
+// binlog location from the session's binlog_snapshot_* status.
+func (s *snapshot) binlogSnapshot(ctx context.Context) error {
+	s.method = dumpfile.MethodBinlogSnapshot
+	c := s.readers[0]
+	if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+		s.close()
+		return errs.Wrap(err, CodeDumpSnapshot, "dump: START TRANSACTION WITH CONSISTENT SNAPSHOT")
+	}
+	status, err := queryPairs(ctx, c, "SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		s.close()
+		return errs.Wrap(err, CodeDumpSnapshot, "dump: read the snapshot's binlog location")
+	}
+	file, ok := status["binlog_snapshot_file"]
+	if !ok || file == "" {
+		s.close()
+		return errs.New(CodeDumpSnapshot, false, "dump: the source shows no binlog_snapshot_file: without FLUSH TABLES WITH READ LOCK "+
+			"(grant RELOAD to the source user) the dump needs a MariaDB source with its binary log on (log_bin)")
+	}
+	pos, err := strconv.ParseUint(status["binlog_snapshot_position"], 10, 32)
+	if err != nil {
+		s.close()
+		return errs.New(CodeDumpSnapshot, false, "dump: binlog_snapshot_position %q: %w", status["binlog_snapshot_position"], err)
+	}
+	var gtid sql.NullString
+	q := "SELECT BINLOG_GTID_POS(" + dbconn.QuoteString(file) + ", " + strconv.FormatUint(pos, 10) + ")"
+	if err := c.QueryRowContext(ctx, q).Scan(&gtid); err != nil {
+		s.close()
+		return errs.Wrap(err, CodeDumpSnapshot, "dump: %s", q)
+	}
+	s.start = binlog.Location{Name: file, Pos: uint32(pos), GTID: gtid.String}
+	return nil
+}
+
+// masterStatus reads SHOW MASTER STATUS and the GTID position
+// (@@gtid_binlog_pos on MariaDB, @@gtid_executed on MySQL).
+func masterStatus(ctx context.Context, c *sql.Conn) (binlog.Location, error) {
+	rows, err := c.QueryContext(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SHOW MASTER STATUS")
+	}
+	var loc binlog.Location
+	found := false
+	err = scanAll(rows, func(r *sql.Rows) error {
+		cols, err := r.Columns()
+		if err != nil {
+			return err
+		}
+		vals := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := r.Scan(ptrs...); err != nil {
+			return err
+		}
+		if len(vals) < 2 {
+			return fmt.Errorf("%d columns, want at least 2", len(vals))
+		}
+		pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
+		if err != nil {
+			return fmt.Errorf("position %q: %w", vals[1], err)
+		}
+		loc, found = binlog.Location{Name: string(vals[0]), Pos: uint32(pos)}, true
+		return nil
+	})
+	if err != nil {
+		return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SHOW MASTER STATUS")
+	}
+	if !found {
+		return binlog.Location{}, errs.New(CodeDumpSnapshot, false, "dump: SHOW MASTER STATUS is empty: the source's binary log is off; turn on log_bin")
+	}
+	var gtid sql.NullString
+	if err := c.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE: MySQL
+			return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SELECT @@gtid_binlog_pos")
+		}
+		if err := c.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&gtid); err != nil {
+			return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SELECT @@GLOBAL.gtid_executed")
+		}
+	}
+	loc.GTID = gtid.String
+	return loc, nil
+}
+
+// queryPairs runs a SHOW that returns name/value rows; names lower-cased.
+func queryPairs(ctx context.Context, c *sql.Conn, q string) (map[string]string, error) {
+	rows, err := c.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	err = scanAll(rows, func(r *sql.Rows) error {
+		var name, value string
+		if err := r.Scan(&name, &value); err != nil {
+			return err
+		}
+		out[strings.ToLower(name)] = value
+		return nil
+	})
+	return out, err
+}
+
+// scanAll calls each for every row, closes rows and returns the first
+// error.
+func scanAll(rows *sql.Rows, each func(*sql.Rows) error) error {
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			_ = rows.Close() // the callback's error is the one to report
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		_ = rows.Close() // rows.Err is the one to report
+		return err
+	}
+	return rows.Close()
+}
