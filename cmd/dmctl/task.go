@@ -18,6 +18,11 @@ func taskCommands() []command {
 		short: "split a DM task file into one subtask per source and create them",
 		run:   taskStart,
 	}, {
+		name:  "task check",
+		args:  "FILE",
+		short: "check every source and target requirement of a task file (privileges, binlog, keys, target); writes nothing to etcd",
+		run:   taskCheck,
+	}, {
 		name:  "task pause",
 		args:  "TASK",
 		short: "pause a task on every source",

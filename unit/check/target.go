@@ -130,9 +130,13 @@ func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table,
 		differ++
 		c.tableMismatch(s, t, r, diff, l)
 	}
-	if differ == 0 {
-		l.pass("target_tables", s.what, "%d selected table(s) route to existing target tables with the same columns; %d will be created",
-			same, len(tables)-same)
+	switch {
+	case differ > 0:
+	case same == 0:
+		l.pass("target_tables", s.what, "none of the %d selected table(s) exists on the target yet", len(tables))
+	default:
+		l.pass("target_tables", s.what, "%d of the %d selected table(s) route to existing target tables with the same columns",
+			same, len(tables))
 	}
 }
 
