@@ -49,6 +49,7 @@ func (c *TaskConfig) Clone() *TaskConfig {
 	}
 	r.BAList = cloneMap(c.BAList, BAList.clone)
 	r.Routes = maps.Clone(c.Routes)
+	r.CleanDumpFile = clonePtr(c.CleanDumpFile)
 	r.Filters = cloneMap(c.Filters, FilterRule.clone)
 	r.Syncers = maps.Clone(c.Syncers)
 	r.Mydumpers = maps.Clone(c.Mydumpers)

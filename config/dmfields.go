@@ -45,7 +45,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"shadow-table-rules":        ignored,
 		"trash-table-rules":         ignored,
 		"timezone":                  ignored, // timestamps are written in UTC sessions, which is exact
-		"clean-dump-file":           ignored,
 		"ignore-checking-items":     ignored,
 		"enable-heartbeat":          ignored,
 		"heartbeat-update-interval": ignored,

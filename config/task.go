@@ -48,6 +48,10 @@ type TaskConfig struct {
 	Mydumpers      map[string]MydumperConfig  `json:"mydumpers,omitempty"`
 	Loaders        map[string]LoaderConfig    `json:"loaders,omitempty"`
 	Validators     map[string]ValidatorConfig `json:"validators,omitempty"`
+	// CleanDumpFile is DM's task-level switch for removing dump files after
+	// a successful load; it applies to every instance whose loader does not
+	// set cleanup-dump-file itself. Omitted means true.
+	CleanDumpFile *bool `json:"clean-dump-file,omitempty"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -221,6 +225,11 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 		}
 		if inst.LoaderThread > 0 {
 			st.Loader.PoolSize = inst.LoaderThread
+		}
+		if st.Loader.CleanupDumpFile == nil && c.CleanDumpFile != nil {
+			st.Loader.CleanupDumpFile = clonePtr(c.CleanDumpFile)
+		} else {
+			st.Loader.CleanupDumpFile = clonePtr(st.Loader.CleanupDumpFile)
 		}
 		if inst.ValidatorConfigName != "" {
 			st.Validator = c.Validators[inst.ValidatorConfigName]

@@ -270,6 +270,40 @@ func TestTaskConfigRoundTrip(t *testing.T) {
 	}
 }
 
+// TestTaskConfigCleanDumpFile: DM's task-level clean-dump-file reaches
+// every subtask whose loader does not set cleanup-dump-file itself.
+func TestTaskConfigCleanDumpFile(t *testing.T) {
+	const task = `
+name: t1
+task-mode: full
+clean-dump-file: false
+target-database: {host: 127.0.0.1, port: 3306, user: root}
+mysql-instances:
+  - source-id: s1
+  - source-id: s2
+    loader-config-name: keep
+  - source-id: s3
+loaders:
+  keep: {cleanup-dump-file: true}
+`
+	c, err := ParseTaskConfig([]byte(task))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs, err := c.SubTaskConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subs[0].Loader.CleanupDump() || !subs[1].Loader.CleanupDump() || subs[2].Loader.CleanupDump() {
+		t.Fatalf("cleanup per source: %v %v %v, want false true false",
+			subs[0].Loader.CleanupDump(), subs[1].Loader.CleanupDump(), subs[2].Loader.CleanupDump())
+	}
+	c.CleanDumpFile = nil
+	if subs, _ = c.SubTaskConfigs(); !subs[0].Loader.CleanupDump() {
+		t.Fatal("omitted clean-dump-file must mean true")
+	}
+}
+
 func TestTaskConfigAcceptsDMCompatFields(t *testing.T) {
 	const base = `
 name: t1
@@ -291,7 +325,7 @@ mysql-instances:
 	if err := c.Validate(); err != nil {
 		t.Fatalf("DM fields must validate: %v", err)
 	}
-	if want := []string{"clean-dump-file", "collation_compatible", "ignore-checking-items", "online-ddl", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
+	if want := []string{"collation_compatible", "ignore-checking-items", "online-ddl", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
 		t.Errorf("ignored fields %v, want %v", c.Notes.Ignored, want)
 	}
 	_, err = ParseTaskConfig([]byte(base + "shard-mode: pessimistic\n"))
