@@ -10,19 +10,26 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
-	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
-// QueryTimeout bounds connecting to a server and each query of a check.
-const QueryTimeout = 10 * time.Second
+// Time bounds of Run.
+const (
+	// QueryTimeout bounds connecting to a server and each query.
+	QueryTimeout = 10 * time.Second
+	// ServerTimeout bounds all checks of one server (the comparison of
+	// the target tables with the source's, one query, comes on top).
+	ServerTimeout = 20 * time.Second
+)
 
 // Run checks cfg's requirements on its source src and its target for
 // cfg's task mode and returns every outcome; it never stops at the first
 // failure. A server that cannot be reached is one failure naming its
 // address; the checks that need it are not run. Passwords must be
-// resolved (plain text). Run is safe for concurrent use; each connection
-// and query is bounded by QueryTimeout and by ctx.
+// resolved (plain text). Run is safe for concurrent use; the source and
+// the target are checked in parallel, each connection and query is bounded
+// by QueryTimeout, each server's checks by ServerTimeout, all by ctx. A
+// check cut short by a timeout is a failure naming the error.
 func Run(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig) *Report {
 	r := &Report{Task: cfg.Name, Source: cfg.SourceID}
 	c := newRun(cfg, src)
@@ -36,11 +43,15 @@ func Run(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfi
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		tables = c.checkSource(ctx, &srcItems)
+		sctx, cancel := context.WithTimeout(ctx, ServerTimeout)
+		defer cancel()
+		tables = c.checkSource(sctx, &srcItems)
 	}()
 	go func() {
 		defer wg.Done()
-		target = c.checkTarget(ctx, &tgtItems)
+		sctx, cancel := context.WithTimeout(ctx, ServerTimeout)
+		defer cancel()
+		target = c.checkTarget(sctx, &tgtItems)
 	}()
 	wg.Wait()
 	if target != nil {
@@ -108,9 +119,7 @@ func connect(ctx context.Context, db config.DBConfig, ref dbconn.Ref, what, name
 		}
 	}
 	if err != nil {
-		l.fail(name, what, fmt.Sprintf(fix, ep.Addr()), "cannot connect to %s: %v; %s", what, err, skipped)
-		last := &l.list[len(l.list)-1]
-		last.unreachable = errs.IsResumable(err)
+		l.failErr(err, name, what, fmt.Sprintf(fix, ep.Addr()), "cannot connect to %s: %v; %s", what, err, skipped)
 		return nil
 	}
 	l.pass(name, what, "connected to %s", what)
@@ -137,7 +146,7 @@ func (c *run) checkSource(ctx context.Context, l *items) []*table {
 	var g *grants
 	info, err := query(ctx, func(ctx context.Context) (*serverInfo, error) { return readServerInfo(ctx, s.db, c.src.Flavor) })
 	if err != nil {
-		l.fail("source_variables", s.what, "give the source user access to SHOW GLOBAL VARIABLES",
+		l.failErr(err, "source_variables", s.what, "give the source user access to SHOW GLOBAL VARIABLES",
 			"read the server variables of %s: %v; the privilege and binlog checks were not run", s.what, err)
 	} else {
 		g = c.checkPrivileges(ctx, s, info, l)
@@ -147,7 +156,7 @@ func (c *run) checkSource(ctx context.Context, l *items) []*table {
 	}
 	tables, err := query(ctx, func(ctx context.Context) ([]*table, error) { return c.readTables(ctx, s.db) })
 	if err != nil {
-		l.fail("source_tables", s.what, "give the source user SELECT on the selected tables",
+		l.failErr(err, "source_tables", s.what, "give the source user SELECT on the selected tables",
 			"read the selected tables of %s from information_schema: %v", s.what, err)
 		return nil
 	}

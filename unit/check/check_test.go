@@ -3,8 +3,10 @@ package check
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,4 +265,56 @@ func runMode(t *testing.T, mode string, src, tgt *mariadbtest.Instance, user, pa
 	t.Helper()
 	cfg, sc := subtask(mode, src, tgt, user, password)
 	return runCheck(t, cfg, sc)
+}
+
+// TestHungTargetIsBounded: a target that accepts connections but never
+// answers does not hold Run past its context; the failure names it and
+// is retryable.
+func TestHungTargetIsBounded(t *testing.T) {
+	src := mariadbtest.Start(t, fast("source", true))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Add(1)
+	go func() { // accept and say nothing
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	port := ln.Addr().(*net.TCPAddr).Port
+	cfg, sc := subtask(config.ModeAll, src, src, mariadbtest.SourceUser, mariadbtest.SourcePassword)
+	cfg.TargetDatabase.Port = port
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	r := Run(ctx, cfg, sc)
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("Run took %v with a 2s context", d)
+	}
+	wantState(t, r, "target_connection", StateFail, "127.0.0.1:"+itoa(port))
+	wantState(t, r, "source_connection", StatePass)
+	if err := r.Err(); err == nil || !errs.IsResumable(err) {
+		t.Errorf("Err() = %v, want a resumable error", err)
+	}
 }

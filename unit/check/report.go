@@ -45,9 +45,9 @@ type Item struct {
 	Message string `json:"message"`
 	Fix     string `json:"fix,omitempty"`
 
-	// unreachable marks the failure of a server that could not be
-	// reached: retrying may succeed.
-	unreachable bool
+	// retryable marks a failure caused by a connection or timeout error
+	// (errs.IsResumable): retrying may succeed.
+	retryable bool
 }
 
 // Report is the outcome of every check of one subtask, in a fixed order:
@@ -77,8 +77,9 @@ func (r *Report) only(s State) []Item {
 
 // Err is nil when nothing failed; otherwise one CodePrecheckFailed error
 // whose text lists every failure with its fix. It is not resumable — the
-// operator has to change the source or target — unless every failure is
-// a server that could not be reached, which retrying may cure.
+// operator has to change the source or target — unless every failure was
+// caused by a connection or timeout error (a server that could not be
+// reached), which retrying may cure.
 func (r *Report) Err() error {
 	fails := r.Failures()
 	if len(fails) == 0 {
@@ -87,7 +88,7 @@ func (r *Report) Err() error {
 	resumable := true
 	var b strings.Builder
 	for _, f := range fails {
-		resumable = resumable && f.unreachable
+		resumable = resumable && f.retryable
 		b.WriteString("\n  - ")
 		b.WriteString(f.Line())
 	}
@@ -111,6 +112,12 @@ type items struct {
 
 func (l *items) add(name, object string, st State, fix string, format string, args ...any) {
 	l.list = append(l.list, Item{Name: name, Object: object, State: st, Message: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+// failErr adds a failure caused by err, retryable when err is.
+func (l *items) failErr(err error, name, object, fix, format string, args ...any) {
+	l.fail(name, object, fix, format, args...)
+	l.list[len(l.list)-1].retryable = errs.IsResumable(err)
 }
 
 func (l *items) pass(name, object, format string, args ...any) {

@@ -69,7 +69,7 @@ func versionNumbers(v string) (major, minor int) {
 func (c *run) checkPrivileges(ctx context.Context, s *server, info *serverInfo, l *items) *grants {
 	g, err := query(ctx, func(ctx context.Context) (*grants, error) { return readGrants(ctx, s.db, info.mariadb) })
 	if err != nil {
-		l.fail("privileges", s.what, "check that from.user can log in and run SHOW GRANTS",
+		l.failErr(err, "privileges", s.what, "check that from.user can log in and run SHOW GRANTS",
 			"read the privileges of the source user on %s: %v", s.what, err)
 		return nil
 	}

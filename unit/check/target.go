@@ -77,7 +77,7 @@ func (c *run) writeFailure(ctx context.Context, s *server, schema, what string, 
 	if uerr == nil {
 		account = quoteAccount(user)
 	}
-	l.fail("target_writable", s.what,
+	l.failErr(err, "target_writable", s.what,
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX ON %s.* TO %s, and the same on the schemas the task writes to",
 			filter.QuoteName(schema), account),
 		"task %s cannot %s on %s: %v", c.cfg.Name, what, s.what, err)
@@ -110,7 +110,7 @@ func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table,
 			})
 		})
 		if err != nil {
-			l.fail("target_tables", s.what, "give the target user SELECT on information_schema of the target schemas",
+			l.failErr(err, "target_tables", s.what, "give the target user SELECT on information_schema of the target schemas",
 				"read the columns of the target tables on %s: %v", s.what, err)
 			return
 		}
