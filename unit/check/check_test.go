@@ -318,3 +318,27 @@ func TestHungTargetIsBounded(t *testing.T) {
 		t.Errorf("Err() = %v, want a resumable error", err)
 	}
 }
+
+// TestBinlogSettings: every binlog setting the sync unit needs is its own
+// item; binlog_row_metadata is only a warning.
+func TestBinlogSettings(t *testing.T) {
+	// (MariaDB 10.11 raises server_id=0 to 1, so that check cannot fail here.)
+	src := mariadbtest.Start(t, fast("source", true, "binlog_row_image=MINIMAL", "binlog_row_metadata=MINIMAL"))
+	nobin := mariadbtest.Start(t, fast("nobinlog", false))
+	for _, s := range []*mariadbtest.Instance{src, nobin} {
+		s.Exec(t, "CREATE DATABASE shop")
+		s.Exec(t, "CREATE TABLE shop.orders (id INT PRIMARY KEY)")
+	}
+
+	r := runMode(t, config.ModeIncremental, src, nobin, "root", "")
+	wantState(t, r, "binlog_row_image", StateFail, "binlog_row_image=MINIMAL", "fix: SET GLOBAL binlog_row_image=FULL")
+	wantState(t, r, "server_id", StatePass)
+	wantState(t, r, "binlog_row_metadata", StateWarn, "binlog_row_metadata=MINIMAL", "column names", "fix: SET GLOBAL binlog_row_metadata=FULL")
+	wantState(t, r, "log_bin", StatePass)
+	if n := len(r.Failures()); n != 1 {
+		t.Errorf("%d failures, want 1: %+v", n, r.Failures())
+	}
+
+	r = runMode(t, config.ModeIncremental, nobin, src, "root", "")
+	wantState(t, r, "log_bin", StateFail, "log_bin=OFF", "restart")
+}

@@ -48,7 +48,16 @@ func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
 	if err != nil || len(out) == 0 {
 		return out, err
 	}
-	err = readColumns(ctx, db, "TABLE_SCHEMA NOT IN "+systemSchemaList, nil, func(schema, name string, col column) {
+	var schemas []any
+	seen := map[string]bool{}
+	for _, t := range out {
+		if !seen[t.schema] {
+			seen[t.schema] = true
+			schemas = append(schemas, t.schema)
+		}
+	}
+	in := "TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
+	err = readColumns(ctx, db, in, schemas, func(schema, name string, col column) {
 		if t := byName[[2]string{schema, name}]; t != nil {
 			t.columns = append(t.columns, col)
 		}
@@ -58,12 +67,12 @@ func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
 	}
 	// A unique index is a key when none of its columns may be NULL.
 	err = scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, MAX(NULLABLE = 'YES') FROM information_schema.STATISTICS "+
-		"WHERE NON_UNIQUE = 0 AND TABLE_SCHEMA NOT IN "+systemSchemaList+" GROUP BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME",
+		"WHERE NON_UNIQUE = 0 AND "+in+" GROUP BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME",
 		func(v []string) {
 			if t := byName[[2]string{v[0], v[1]}]; t != nil && v[3] == "0" {
 				t.keyed = true
 			}
-		})
+		}, schemas...)
 	slices.SortFunc(out, func(a, b *table) int { return strings.Compare(a.String(), b.String()) })
 	return out, err
 }
