@@ -97,7 +97,7 @@ func (l *Loader) loadChunk(ctx context.Context, r *runState, j *job) (err error)
 	}()
 	var loaded, read int64
 	if !j.plan.skipRows {
-		if loaded, read, err = loadData(ctx, tx, f, j); err != nil {
+		if loaded, read, err = l.loadRows(ctx, tx, f, j); err != nil {
 			return errs.Wrap(err, CodeLoadChunk, "load: chunk %s of table %s into %s", path, src, dst)
 		}
 		if read != j.chunk.Bytes {
@@ -124,6 +124,26 @@ func (l *Loader) loadChunk(ctx context.Context, r *runState, j *job) (err error)
 	l.logger.Debug("chunk loaded", zap.String("chunk", j.chunk.File), zap.Stringer("table", dst),
 		zap.Int64("rows", loaded), zap.Duration("took", now.Sub(began)))
 	return nil
+}
+
+// loadRows loads the rows of f into j's target table in tx with the unit's
+// method, switching to INSERT for good when the target refuses LOAD DATA
+// LOCAL (the refusal comes before any byte of the file is read).
+func (l *Loader) loadRows(ctx context.Context, tx *sql.Tx, f *os.File, j *job) (rows, read int64, err error) {
+	if l.method.Load() == methodLoadData {
+		rows, read, err = loadData(ctx, tx, f, j)
+		if !localInfileRefused(err) {
+			return rows, read, err
+		}
+		if l.method.CompareAndSwap(methodLoadData, methodInsert) {
+			l.logger.Warn("the target refuses LOAD DATA LOCAL INFILE (local_infile=OFF); loading with multi-row INSERT, "+
+				"which is slower: set local_infile=ON on the target for faster loads", zap.Error(err))
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return 0, 0, err
+		}
+	}
+	return insertRows(ctx, tx, f, j)
 }
 
 // loadData streams f into j's target table with LOAD DATA LOCAL INFILE

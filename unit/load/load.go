@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,6 +36,8 @@ type Loader struct {
 	logger  *zap.Logger
 	metrics *unitMetrics
 	prog    progress
+	// method is methodLoadData until the target refuses it.
+	method atomic.Int32
 
 	// Set by New and Update, read by runs; the subtask never calls Update
 	// concurrently with Process/Resume.

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/typestest"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
@@ -19,7 +20,8 @@ import (
 // mode all, and checks the target equals the source, the hand-off to the
 // sync unit and the cleanup.
 func TestLoadEqualsSource(t *testing.T) {
-	e := newEnv(t, false)
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
+	e := &env{src: src, srcDB: plainDB(t, src)}
 	conn, err := e.srcDB.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +41,25 @@ func TestLoadEqualsSource(t *testing.T) {
 		"CREATE TABLE app.noins (id INT PRIMARY KEY)", "INSERT INTO app.noins VALUES (1), (2)",
 		"CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)", "INSERT INTO app.precreated VALUES (1, 'a'), (2, 'b')",
 		"CREATE DATABASE empty_db")
-	mustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)")
+	for _, v := range []struct {
+		name   string
+		extra  []string
+		method int32
+	}{{"load data", nil, methodLoadData}, {"insert when the target refuses local infile", []string{"local_infile=OFF"}, methodInsert}} {
+		t.Run(v.name, func(t *testing.T) {
+			dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true, ExtraConfig: v.extra})
+			e := &env{src: e.src, srcDB: e.srcDB, dst: dst, dstDB: plainDB(t, dst)}
+			l := loadEverything(t, e)
+			if got := l.method.Load(); got != v.method {
+				t.Fatalf("load method %d, want %d", got, v.method)
+			}
+		})
+	}
+}
 
+// loadEverything loads the tables of TestLoadEqualsSource and checks them.
+func loadEverything(t *testing.T, e *env) *Loader {
+	mustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)")
 	dir := t.TempDir()
 	m := e.dumpTables(t, dir, "full1", "dump-1", 2, tn("app", "types"), tn("app", "nokey"), tn("app", "shard_1"),
 		tn("app", "shard_2"), tn("app", "noins"), tn("app", "precreated"))
@@ -112,6 +131,7 @@ func TestLoadEqualsSource(t *testing.T) {
 	}
 	requireOK(t, process(t, l))
 	l.Close()
+	return l
 }
 
 func mustExecConn(t *testing.T, conn *sql.Conn, queries ...string) {

@@ -28,6 +28,10 @@ type tablePlan struct {
 	skipRows bool
 	// columns is LOAD DATA's column list and SET clause.
 	columns string
+	// insertColumns is INSERT's column list; numeric marks the fields
+	// that go in as numbers (BIT, YEAR).
+	insertColumns string
+	numeric       []bool
 }
 
 // prepareTables creates the routed schemas and tables of m on the target
@@ -49,7 +53,8 @@ func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tab
 	for i := range m.Tables {
 		t := &m.Tables[i]
 		src := filter.TableName{Schema: t.Schema, Table: t.Name}
-		plan := tablePlan{index: i, source: src, target: l.router.Route(t.Schema, t.Name), columns: loadColumns(t.Columns)}
+		plan := tablePlan{index: i, source: src, target: l.router.Route(t.Schema, t.Name)}
+		plan.columns, plan.insertColumns, plan.numeric = loadColumns(t.Columns)
 		skipCreate, err := l.events.Skip(t.Schema, t.Name, filter.EvCreateTable, t.CreateSQL)
 		if err != nil {
 			return nil, filterError(err, src)
@@ -228,24 +233,27 @@ func normType(t string) string {
 	return intWidth.ReplaceAllString(strings.ToLower(strings.TrimSpace(t)), "$1")
 }
 
-// loadColumns is LOAD DATA's column list for cols, with a SET clause that
-// casts the BIT columns' decimal text (dumpfile.LoadBit) and the YEAR
-// columns' text to integers: the server prints the zero year as "0", which
-// LOAD DATA reads as the string '0', the year 2000; the number 0 is 0000.
-func loadColumns(cols []dumpfile.Column) string {
+// loadColumns returns LOAD DATA's column list for cols, with a SET clause
+// that casts the BIT columns' decimal text (dumpfile.LoadBit) and the YEAR
+// columns' text to integers (the server prints the zero year as "0", which
+// LOAD DATA reads as the string '0', the year 2000; the number 0 is 0000),
+// INSERT's column list, and which fields are such numbers.
+func loadColumns(cols []dumpfile.Column) (load, insert string, numeric []bool) {
 	names := make([]string, len(cols))
+	plain := make([]string, len(cols))
+	numeric = make([]bool, len(cols))
 	var sets []string
 	for i, c := range cols {
-		names[i] = quoteName(c.Name)
+		names[i], plain[i] = quoteName(c.Name), quoteName(c.Name)
 		if t := normType(c.Type); c.Load == dumpfile.LoadBit || t == "year" || t == "year(4)" {
 			v := fmt.Sprintf("@v%d", i)
-			names[i] = v
+			names[i], numeric[i] = v, true
 			sets = append(sets, quoteName(c.Name)+" = CAST("+v+" AS UNSIGNED)")
 		}
 	}
-	s := "(" + strings.Join(names, ", ") + ")"
+	load = "(" + strings.Join(names, ", ") + ")"
 	if len(sets) > 0 {
-		s += " SET " + strings.Join(sets, ", ")
+		load += " SET " + strings.Join(sets, ", ")
 	}
-	return s
+	return load, "(" + strings.Join(plain, ", ") + ")", numeric
 }

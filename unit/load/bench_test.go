@@ -1,0 +1,78 @@
+package load
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+)
+
+// TestLoadBenchmark loads 1M sysbench-like rows (8 tables of 125k: id INT
+// PRIMARY KEY, k INT with a secondary index, c CHAR(120), pad CHAR(60))
+// into a fresh durable target per run, with pool-size 16 and 4. It runs
+// only with DM_LOAD_BENCH=1 (DM_LOAD_BENCH_ROWS changes the rows per
+// table); the numbers are in the package doc.
+func TestLoadBenchmark(t *testing.T) {
+	if os.Getenv("DM_LOAD_BENCH") != "1" {
+		t.Skip("set DM_LOAD_BENCH=1 to run the load benchmark")
+	}
+	perTable := 125000
+	if v := os.Getenv("DM_LOAD_BENCH_ROWS"); v != "" {
+		var err error
+		if perTable, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true,
+		ExtraConfig: []string{"innodb_buffer_pool_size=1G"}})
+	e := &env{src: src, srcDB: plainDB(t, src)}
+	mustExec(t, e.srcDB, "CREATE DATABASE sbtest")
+	var tables []filter.TableName
+	for i := 1; i <= 8; i++ {
+		name := fmt.Sprintf("sbtest%d", i)
+		tables = append(tables, tn("sbtest", name))
+		mustExec(t, e.srcDB, "CREATE TABLE sbtest."+name+" (id INT NOT NULL, k INT NOT NULL DEFAULT 0, "+
+			"c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k))",
+			fmt.Sprintf("INSERT INTO sbtest.%s SELECT seq, FLOOR(1 + RAND() * %d), "+
+				"LEFT(CONCAT_WS('-', MD5(RAND()), MD5(RAND()), MD5(RAND()), MD5(RAND())), 120), "+
+				"LEFT(CONCAT_WS('-', MD5(RAND()), MD5(RAND())), 60) FROM sbtest.seq_1_to_%d", name, perTable, perTable))
+	}
+	dir := t.TempDir()
+	began := time.Now()
+	m := e.dumpTables(t, dir, "bench", "dump-bench", 10000, tables...)
+	t.Logf("dump (test helper, one reader): %d rows, %d chunks, %.1f MB in %v", m.Rows(), m.Chunks(), float64(m.Bytes())/1e6, time.Since(began).Round(time.Millisecond))
+
+	keep := false
+	for _, run := range []struct {
+		pool    int
+		session map[string]string
+	}{{16, nil}, {4, nil}, {16, map[string]string{"unique_checks": "0"}}} {
+		dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", ExtraConfig: []string{"innodb_buffer_pool_size=1G"}})
+		e.dst, e.dstDB = dst, plainDB(t, dst)
+		cfg, srcCfg := e.configs("bench", config.ModeFull, run.pool)
+		cfg.Loader.CleanupDumpFile = &keep
+		cfg.TargetDatabase.Session = run.session
+		l := newLoader(t, cfg, srcCfg, dir, nil)
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		began := time.Now()
+		requireOK(t, process(t, l))
+		took := time.Since(began)
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		t.Logf("load pool-size %d session %v: %d rows in %v = %.0f rows/s (%.1f MB/s); Go heap in use %.1f MiB",
+			run.pool, run.session, m.Rows(), took.Round(time.Millisecond), float64(m.Rows())/took.Seconds(),
+			float64(m.Bytes())/1e6/took.Seconds(), float64(after.HeapInuse)/(1<<20))
+		if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM sbtest.sbtest8"); n != int64(perTable) {
+			t.Fatalf("sbtest8: %d rows on the target, want %d", n, perTable)
+		}
+		l.Close()
+		dst.Stop(t)
+	}
+}
