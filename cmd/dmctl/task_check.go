@@ -72,8 +72,12 @@ func taskCheck(ctx context.Context, e *env, cmd *command, args []string) error {
 		return err
 	}
 	if doc.Failures > 0 {
-		return fmt.Errorf("precheck failed: %d failure(s) on source(s) %s of task %s; fix each as its report says, then run `dmctl task check %s` again",
-			doc.Failures, strings.Join(failed, ", "), tc.Name, path)
+		hint := ""
+		if ctx.Err() != nil {
+			hint = fmt.Sprintf(" (the checks ran out of --timeout %s; raise it for slow servers)", e.opts.timeout)
+		}
+		return fmt.Errorf("precheck failed: %d failure(s) on source(s) %s of task %s; fix each as its report says, then run `dmctl task check %s` again%s",
+			doc.Failures, strings.Join(failed, ", "), tc.Name, path, hint)
 	}
 	return nil
 }
