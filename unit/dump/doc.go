@@ -8,7 +8,7 @@
 // connection while `threads` reader connections each START TRANSACTION WITH
 // CONSISTENT SNAPSHOT, the binlog location read under the lock, then UNLOCK
 // TABLES; where the lock is refused (no RELOAD privilege) or cannot be had
-// within lockWaitTimeout (a long-running query), one reader connection and
+// within defaultLockWait (a long-running query), one reader connection and
 // MariaDB's binlog_snapshot_file/position status instead.
 //
 // Rows are read with SET NAMES binary and time_zone +00:00 as the stored

@@ -33,6 +33,9 @@ type Dumper struct {
 	logger  *zap.Logger
 	metrics *unitMetrics
 	prog    progress
+	// lockWait bounds the wait for FLUSH TABLES WITH READ LOCK
+	// (defaultLockWait; tests shorten it).
+	lockWait time.Duration
 
 	// Set by New and Update; read by runs (never concurrently with Update).
 	cfg     *config.SubTaskConfig
@@ -60,7 +63,7 @@ func New(cfg *config.SubTaskConfig, src *config.SourceConfig, dir string, m *Met
 		logger = zap.NewNop()
 	}
 	d := &Dumper{
-		src: src, dir: dir, logger: logger,
+		src: src, dir: dir, logger: logger, lockWait: defaultLockWait,
 		metrics: &unitMetrics{m: m, task: cfg.Name, source: cfg.SourceID},
 	}
 	d.configure(cfg)

@@ -73,7 +73,7 @@ func (d *Dumper) run(ctx context.Context) error {
 func (d *Dumper) dump(ctx context.Context) error {
 	started := time.Now()
 	d.prog.reset(started)
-	snap, err := takeSnapshot(ctx, d.source, d.threads, d.logger)
+	snap, err := takeSnapshot(ctx, d.source, d.threads, d.lockWait, d.logger)
 	if err != nil {
 		return err
 	}

@@ -19,11 +19,11 @@ import (
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
 
-// lockWaitTimeout bounds (seconds, the session's lock_wait_timeout) how
-// long FLUSH TABLES WITH READ LOCK may wait for running statements to
+// defaultLockWait bounds (the session's lock_wait_timeout, whole seconds)
+// how long FLUSH TABLES WITH READ LOCK may wait for running statements to
 // finish; writers wait for it as long. Past it the dump falls back to the
 // binlog-snapshot method.
-const lockWaitTimeout = 10
+const defaultLockWait = 10 * time.Second
 
 // readerSetup prepares a reader session: raw bytes, UTC TIMESTAMPs, zero
 // dates kept, and a consistent read.
@@ -79,7 +79,7 @@ func openSession(ctx context.Context, db *sql.DB, setup []string) (*sql.Conn, er
 // takeSnapshot opens threads readers and starts their snapshot under
 // FLUSH TABLES WITH READ LOCK, or, where the lock is refused or times out,
 // one reader with MariaDB's binlog_snapshot_* status.
-func takeSnapshot(ctx context.Context, db *sql.DB, threads int, log *zap.Logger) (*snapshot, error) {
+func takeSnapshot(ctx context.Context, db *sql.DB, threads int, lockWait time.Duration, log *zap.Logger) (*snapshot, error) {
 	s := &snapshot{method: dumpfile.MethodFlushLock}
 	// Every connection is open before the lock is taken, so that the lock
 	// lasts only as long as a few statements.
@@ -91,14 +91,14 @@ func takeSnapshot(ctx context.Context, db *sql.DB, threads int, log *zap.Logger)
 		}
 		s.readers = append(s.readers, c)
 	}
-	lock, err := openSession(ctx, db, []string{"SET SESSION lock_wait_timeout = " + strconv.Itoa(lockWaitTimeout)})
+	lock, err := openSession(ctx, db, []string{"SET SESSION lock_wait_timeout = " + strconv.Itoa(max(1, int(lockWait.Seconds())))})
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	defer discard(lock) // also releases the lock on any error below
 	if _, err := lock.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		if why := lockRefused(err); why != "" {
+		if why := lockRefused(err, lockWait); why != "" {
 			log.Warn("FLUSH TABLES WITH READ LOCK is not possible; the dump uses one connection and MariaDB's binlog_snapshot_file/position",
 				zap.String("reason", why), zap.Error(err))
 			for _, c := range s.readers[1:] {
@@ -143,7 +143,7 @@ func (s *snapshot) underLock(ctx context.Context, lock *sql.Conn) error {
 
 // lockRefused says why err means FLUSH TABLES WITH READ LOCK cannot be had
 // ("" when err is another failure).
-func lockRefused(err error) string {
+func lockRefused(err error, lockWait time.Duration) string {
 	var me *mysql.MySQLError
 	if !errors.As(err, &me) {
 		return ""
@@ -152,7 +152,7 @@ func lockRefused(err error) string {
 	case erSpecificAccessDenied, erAccessDenied, erDBAccessDenied:
 		return "the source user lacks the RELOAD privilege"
 	case erLockWaitTimeout:
-		return fmt.Sprintf("a running statement kept the lock waiting for more than %d s", lockWaitTimeout)
+		return fmt.Sprintf("a running statement kept the lock waiting for more than %v", lockWait)
 	}
 	return ""
 }
