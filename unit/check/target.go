@@ -90,35 +90,19 @@ func (c *run) writeFailure(ctx context.Context, s *server, schema, what string, 
 // tables must match the source as of the start position, not now.
 func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table, l *items) {
 	routed := make(map[*table]filter.TableName, len(tables))
-	var schemas []any
-	seen := map[string]bool{}
 	for _, t := range tables {
-		r := c.router.Route(t.schema, t.name)
-		routed[t] = r
-		if !seen[r.Schema] {
-			seen[r.Schema] = true
-			schemas = append(schemas, r.Schema)
-		}
+		routed[t] = c.router.Route(t.schema, t.name)
 	}
-	existing := map[filter.TableName][]column{}
-	if len(schemas) > 0 {
-		cond := "TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
-		_, err := query(ctx, func(ctx context.Context) (any, error) {
-			return nil, readColumns(ctx, s.db, cond, schemas, func(schema, name string, col column) {
-				k := filter.TableName{Schema: schema, Table: name}
-				existing[k] = append(existing[k], col)
-			})
-		})
-		if err != nil {
-			l.failErr(err, "target_tables", s.what, "give the target user SELECT on information_schema of the target schemas",
-				"read the columns of the target tables on %s: %v", s.what, err)
-			return
-		}
+	existing, key, err := readTargetTables(ctx, s, routed)
+	if err != nil {
+		l.failErr(err, "target_tables", s.what, "give the target user SELECT on information_schema of the target schemas",
+			"read the columns of the target tables on %s: %v", s.what, err)
+		return
 	}
 	var same, differ int
 	for _, t := range tables {
 		r := routed[t]
-		cols, ok := existing[r]
+		cols, ok := existing[key(r)]
 		if !ok {
 			continue
 		}
@@ -138,6 +122,49 @@ func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table,
 		l.pass("target_tables", s.what, "%d of the %d selected table(s) route to existing target tables with the same columns",
 			same, len(tables))
 	}
+}
+
+// readTargetTables returns the stored columns of the existing target
+// tables in the schemas of routed, under the key of each name (lower case
+// when the target has lower_case_table_names 1 or 2, which store or
+// compare names in lower case).
+func readTargetTables(ctx context.Context, s *server, routed map[*table]filter.TableName) (
+	map[filter.TableName][]column, func(filter.TableName) filter.TableName, error,
+) {
+	var schemas []any
+	seen := map[string]bool{}
+	for _, r := range routed {
+		if !seen[r.Schema] {
+			seen[r.Schema] = true
+			schemas = append(schemas, r.Schema)
+		}
+	}
+	fold, err := query(ctx, func(ctx context.Context) (bool, error) {
+		var v int
+		err := s.db.QueryRowContext(ctx, "SELECT @@lower_case_table_names").Scan(&v)
+		return v != 0, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	key := func(t filter.TableName) filter.TableName {
+		if fold {
+			return filter.TableName{Schema: strings.ToLower(t.Schema), Table: strings.ToLower(t.Table)}
+		}
+		return t
+	}
+	existing := map[filter.TableName][]column{}
+	if len(schemas) == 0 {
+		return existing, key, nil
+	}
+	cond := "TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
+	_, err = query(ctx, func(ctx context.Context) (any, error) {
+		return nil, readColumns(ctx, s.db, cond, schemas, func(schema, name string, col column) {
+			k := key(filter.TableName{Schema: schema, Table: name})
+			existing[k] = append(existing[k], col)
+		})
+	})
+	return existing, key, err
 }
 
 // tableMismatch adds the item of a target table whose columns differ from
