@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
@@ -341,4 +344,27 @@ func TestBinlogSettings(t *testing.T) {
 
 	r = runMode(t, config.ModeIncremental, nobin, src, "root", "")
 	wantState(t, r, "log_bin", StateFail, "log_bin=OFF", "restart")
+}
+
+// TestPrecheckFunc: the worker's form logs warnings and failures and
+// returns Report.Err.
+func TestPrecheckFunc(t *testing.T) {
+	src := mariadbtest.Start(t, fast("source", true, "binlog_format=MIXED"))
+	src.Exec(t, "CREATE DATABASE shop")
+	src.Exec(t, "CREATE TABLE shop.log (line TEXT)")
+	cfg, sc := subtask(config.ModeAll, src, src, mariadbtest.SourceUser, mariadbtest.SourcePassword)
+	core, logs := observer.New(zap.InfoLevel)
+	err := Precheck(sc, zap.New(core))(context.Background(), cfg)
+	if errs.Code(err) != CodePrecheckFailed || !strings.Contains(err.Error(), "binlog_format=MIXED") {
+		t.Fatalf("Precheck() = %v, want the binlog_format failure", err)
+	}
+	if n := logs.FilterMessage("precheck failure").FilterField(zap.String("check", "binlog_format")).Len(); n != 1 {
+		t.Errorf("%d failure logs of binlog_format, want 1", n)
+	}
+	if n := logs.FilterMessage("precheck warning").FilterField(zap.String("check", "table_keys")).Len(); n != 1 {
+		t.Errorf("%d warning logs of table_keys, want 1", n)
+	}
+	if n := logs.FilterMessage("precheck done").FilterField(zap.String("task", "t1")).Len(); n != 1 {
+		t.Errorf("%d 'precheck done' logs, want 1", n)
+	}
 }

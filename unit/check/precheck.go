@@ -1,0 +1,34 @@
+package check
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/config"
+)
+
+// Precheck returns the worker's precheck of the subtasks of source src
+// (with resolved passwords), of the form of unit.PrecheckFunc: it runs
+// Run, logs every warning and failure, and returns Report.Err.
+func Precheck(src *config.SourceConfig, logger *zap.Logger) func(ctx context.Context, cfg *config.SubTaskConfig) error {
+	return func(ctx context.Context, cfg *config.SubTaskConfig) error {
+		began := time.Now()
+		r := Run(ctx, cfg, src)
+		log := logger.With(zap.String("task", r.Task), zap.String("source", r.Source))
+		for _, it := range r.Items {
+			switch it.State {
+			case StateWarn:
+				log.Warn("precheck warning", zap.String("check", it.Name), zap.String("object", it.Object),
+					zap.String("message", it.Message), zap.String("fix", it.Fix))
+			case StateFail:
+				log.Error("precheck failure", zap.String("check", it.Name), zap.String("object", it.Object),
+					zap.String("message", it.Message), zap.String("fix", it.Fix))
+			}
+		}
+		log.Info("precheck done", zap.Int("failures", len(r.Failures())), zap.Int("warnings", len(r.Warnings())),
+			zap.Int("checks", len(r.Items)), zap.Duration("took", time.Since(began)))
+		return r.Err()
+	}
+}
