@@ -111,7 +111,27 @@ func runChecks(ctx context.Context, c *cluster, key *secret.Key, subtasks []*con
 		}()
 	}
 	wg.Wait()
+	if key == nil {
+		for i, sc := range subtasks {
+			noteCiphertext(out[i], "source_connection", "from.password", c.sources[sc.SourceID].From.Password)
+			noteCiphertext(out[i], "target_connection", "target-database.password", sc.TargetDatabase.Password)
+		}
+	}
 	return nil
+}
+
+// noteCiphertext adds to the fix of a failed connection item that the
+// password it used has the form of a `dmctl encrypt` ciphertext, when
+// dmctl was given no --secret-key-path to decrypt it.
+func noteCiphertext(r *check.Report, item, field, stored string) {
+	if !looksEncrypted(stored) {
+		return
+	}
+	for i := range r.Items {
+		if it := &r.Items[i]; it.Name == item && it.State == check.StateFail {
+			it.Fix += fmt.Sprintf("; %s has the form of a `dmctl encrypt` ciphertext: give dmctl the --secret-key-path it was encrypted with", field)
+		}
+	}
 }
 
 // printChecks writes each source's items, failures first, then warnings,

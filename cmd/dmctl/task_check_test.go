@@ -105,3 +105,46 @@ func TestTaskCheck(t *testing.T) {
 	h.fail([]string{"task", "check", h.file("none.yaml", checkTaskYAML("t-none", target.Port(), "mysql-none"))},
 		"source(s) mysql-none do not exist")
 }
+
+// TestTaskCheckEncryptedPasswords: passwords encrypted with `dmctl
+// encrypt` are decrypted with --secret-key-path; without it the failed
+// connections say so, and the password never shows.
+func TestTaskCheckEncryptedPasswords(t *testing.T) {
+	const password = "Pw-9z'q"
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
+	src.Exec(t, "CREATE USER 'dm'@'127.0.0.1' IDENTIFIED BY 'Pw-9z\\'q'")
+	src.Exec(t, "GRANT ALL PRIVILEGES ON *.* TO 'dm'@'127.0.0.1'")
+	src.Exec(t, "CREATE DATABASE shop")
+	src.Exec(t, "CREATE TABLE shop.t (id INT PRIMARY KEY)")
+	h := newHarness(t)
+	key := h.dir + "/key.hex"
+	h.ok("gen-key", key)
+	enc := strings.TrimSpace(h.ok("--secret-key-path", key, "encrypt", password).stdout)
+	h.worker("w1", true)
+	h.ok("source", "create", h.file("mysql-01.yaml", fmt.Sprintf(
+		"source-id: mysql-01\nfrom: {host: 127.0.0.1, port: %d, user: dm, password: %q}\n", src.Port(), enc)), "--worker", "w1")
+	task := h.file("te.yaml", fmt.Sprintf(`name: te
+task-mode: all
+target-database: {host: 127.0.0.1, port: %d, user: dm, password: %q}
+mysql-instances:
+  - source-id: mysql-01
+    block-allow-list: bal
+block-allow-list:
+  bal: {do-dbs: [shop]}
+`, src.Port(), enc))
+
+	r := h.fail([]string{"task", "check", task}, "precheck failed: 2 failure(s)")
+	for _, want := range []string{"[FAIL] source_connection:", "[FAIL] target_connection:", "Access denied",
+		"from.password has the form of a `dmctl encrypt` ciphertext", "target-database.password has the form of a `dmctl encrypt` ciphertext"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("task check without the key: stdout does not contain %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout+r.stderr, password) {
+		t.Errorf("the password shows:\n%s\n%s", r.stdout, r.stderr)
+	}
+	r = h.ok("--secret-key-path", key, "task", "check", task)
+	if !strings.Contains(r.stdout, "task te: 0 failure(s)") {
+		t.Errorf("task check with the key:\n%s", r.stdout)
+	}
+}
