@@ -90,7 +90,7 @@ func (c *run) checkPrivileges(ctx context.Context, s *server, info *serverInfo, 
 			"source user %s on source %s lacks %s%s on *.*, which reading the binlog needs%s", g.user, c.src.SourceID, priv, alias, roles)
 	}
 	if c.syncs() {
-		need("privilege_replication_slave", "REPLICATION SLAVE")
+		need("privilege_replication_slave", "REPLICATION SLAVE", "REPLICATION REPLICA")
 		client := []string{"BINLOG MONITOR"}
 		if !info.binlogMonitor {
 			client = append(client, "SUPER")
