@@ -32,6 +32,14 @@ func TestDumpTables(t *testing.T) {
 		UNHEX(HEX(seq % 3)), REPEAT('x', seq % 50) FROM app.seq_0_to_2999`)
 	src.Exec(t, "CREATE TABLE app.big (id INT PRIMARY KEY, k INT, c CHAR(120), UNIQUE KEY uk (k))")
 	src.Exec(t, "INSERT INTO app.big SELECT seq, 20000 - seq, REPEAT(CHAR(97 + seq % 26), 120) FROM app.seq_1_to_20000")
+	// Integer keys split by ranges: the extremes of BIGINT UNSIGNED, and
+	// negative values.
+	src.Exec(t, "CREATE TABLE app.wide (id BIGINT UNSIGNED PRIMARY KEY)")
+	src.Exec(t, "INSERT INTO app.wide SELECT seq FROM app.seq_0_to_4999")
+	src.Exec(t, "INSERT INTO app.wide VALUES (18446744073709551615), (9223372036854775808)")
+	src.Exec(t, "CREATE TABLE app.neg (id INT PRIMARY KEY, v VARCHAR(10))")
+	src.Exec(t, "INSERT INTO app.neg SELECT -seq * 3, 'n' FROM app.seq_1_to_5000")
+	src.Exec(t, "ANALYZE TABLE app.wide, app.neg")
 	src.Exec(t, "CREATE VIEW app.v AS SELECT id FROM app.big")
 	src.Exec(t, "CREATE DATABASE other")
 	src.Exec(t, "CREATE TABLE other.t (id INT PRIMARY KEY)")
@@ -58,15 +66,18 @@ func TestDumpTables(t *testing.T) {
 	for _, tbl := range m.Tables {
 		names = append(names, tbl.Schema+"."+tbl.Name)
 	}
-	if got := strings.Join(names, ","); got != "app.big,app.comp,app.nokey,app.types" {
+	if got := strings.Join(names, ","); got != "app.big,app.comp,app.neg,app.nokey,app.types,app.wide" {
 		t.Fatalf("tables %s", got)
 	}
-	wantChunks := map[string]int{"app.big": 21, "app.comp": 4, "app.nokey": 1, "app.types": 1}
-	wantKeys := map[string]string{"app.big": "id", "app.comp": "name,at,tag", "app.nokey": "", "app.types": "id"}
+	// app.big is split by key ranges sized from InnoDB's row estimate, the
+	// others by keyset boundaries (exactly rows rows per chunk).
+	wantChunks := map[string]int{"app.comp": 4, "app.nokey": 1, "app.types": 1, "app.wide": -1, "app.neg": -1}
+	wantKeys := map[string]string{"app.big": "id", "app.comp": "name,at,tag", "app.nokey": "", "app.types": "id", "app.wide": "id", "app.neg": "id"}
 	for _, tbl := range m.Tables {
 		n := tbl.Schema + "." + tbl.Name
-		if len(tbl.Chunks) != wantChunks[n] {
-			t.Errorf("%s: %d chunks, want %d", n, len(tbl.Chunks), wantChunks[n])
+		want, ok := wantChunks[n]
+		if (ok && want >= 0 && len(tbl.Chunks) != want) || (ok && want < 0 && len(tbl.Chunks) < 2) || (!ok && (len(tbl.Chunks) < 10 || len(tbl.Chunks) > 40)) {
+			t.Errorf("%s: %d chunks, want %d (0: 10 to 40)", n, len(tbl.Chunks), wantChunks[n])
 		}
 		if got := strings.Join(tbl.KeyColumns, ","); got != wantKeys[n] {
 			t.Errorf("%s: key %q, want %q", n, got, wantKeys[n])
@@ -87,15 +98,17 @@ func TestDumpTables(t *testing.T) {
 		"app.nokey": "SELECT a, b FROM app.nokey",
 		"app.comp":  "SELECT * FROM app.comp",
 		"app.big":   "SELECT * FROM app.big",
+		"app.wide":  "SELECT * FROM app.wide",
+		"app.neg":   "SELECT * FROM app.neg",
 	} {
 		want := sourceRows(t, c, q)
 		sameRows(t, name, dumpedRows(t, dir, m, name), want)
 	}
-	if got := m.Rows(); got != 5+5+3000+20000 {
+	if got := m.Rows(); got != 5+5+3000+20000+5002+5000 {
 		t.Errorf("manifest rows %d", got)
 	}
 	st := d.Status().(Status)
-	if st.Stage != StageFinished || st.ChunksDone != m.Chunks() || st.ChunksTotal != m.Chunks() || st.TablesDone != 4 ||
+	if st.Stage != StageFinished || st.ChunksDone != m.Chunks() || st.ChunksTotal != m.Chunks() || st.TablesDone != 6 ||
 		st.Rows != m.Rows() || st.Bytes != m.Bytes() || st.ETASeconds == nil || *st.ETASeconds != 0 {
 		t.Errorf("status %+v", st)
 	}

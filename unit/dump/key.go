@@ -32,6 +32,7 @@ type keyColumn struct {
 	name    string
 	kind    litKind
 	charset string // for litText
+	integer bool   // an integer type (splitByRange applies)
 }
 
 // kindOfType classifies information_schema.COLUMNS.DATA_TYPE; 0 for types
@@ -90,7 +91,7 @@ func readKey(ctx context.Context, c *sql.Conn, t tableRef, cols []column, log *z
 		return nil, "", err
 	}
 	if len(idx) == 0 {
-		log.Info("the table has no primary key or unique key of NOT NULL columns; it is dumped as one chunk", zap.Stringer("table", t))
+		log.Info("the table has no primary key or unique key of NOT NULL columns; it is dumped as one chunk")
 		return nil, "", nil
 	}
 	for _, ix := range idx {
@@ -103,18 +104,18 @@ func readKey(ctx context.Context, c *sql.Conn, t tableRef, cols []column, log *z
 			}
 			kind := kindOfType(cols[i].dataType)
 			if kind == 0 || (kind == litText && !charsetName.MatchString(cols[i].charset)) {
-				log.Info("a key column's type cannot split the table exactly; trying the next key", zap.Stringer("table", t),
+				log.Info("a key column's type cannot split the table exactly; trying the next key",
 					zap.String("key", ix.name), zap.String("column", cols[i].name), zap.String("type", cols[i].colType))
 				key = nil
 				break
 			}
-			key = append(key, keyColumn{name: cols[i].name, kind: kind, charset: cols[i].charset})
+			key = append(key, keyColumn{name: cols[i].name, kind: kind, charset: cols[i].charset, integer: intTypes[cols[i].dataType]})
 		}
 		if key != nil {
 			return key, ix.name, nil
 		}
 	}
-	log.Info("no key of the table can split it; it is dumped as one chunk", zap.Stringer("table", t))
+	log.Info("no key of the table can split it; it is dumped as one chunk")
 	return nil, "", nil
 }
 

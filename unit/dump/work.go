@@ -29,15 +29,20 @@ func (rs *runState) plan(ctx context.Context, c *sql.Conn, t *tableState) error 
 		lower = upper
 		return nil
 	}
-	if len(info.key) == 0 {
-		err = push(nil)
-	} else {
-		err = boundaries(ctx, c, info, rs.d.rows, push)
+	how := "key ranges"
+	switch split, serr := splitByRange(ctx, c, info, rs.d.rows, push); {
+	case serr != nil:
+		return serr
+	case split:
+	case len(info.key) == 0:
+		how, err = "one chunk", push(nil)
+	default:
+		how, err = "keyset boundaries", boundaries(ctx, c, info, rs.d.rows, push)
 	}
 	if err != nil {
 		return err
 	}
-	log.Debug("table split into chunks", zap.Int("chunks", seq), zap.String("key", describe(info.key)))
+	log.Info("table split into chunks", zap.Int("chunks", seq), zap.String("key", describe(info.key)), zap.String("by", how))
 	rs.mu.Lock()
 	t.planned = true
 	rs.unplanned--
