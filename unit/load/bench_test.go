@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
 
 // TestLoadBenchmark loads 1M sysbench-like rows (8 tables of 125k: id INT
@@ -48,31 +50,85 @@ func TestLoadBenchmark(t *testing.T) {
 	m := e.dumpTables(t, dir, "bench", "dump-bench", 10000, tables...)
 	t.Logf("dump (test helper, one reader): %d rows, %d chunks, %.1f MB in %v", m.Rows(), m.Chunks(), float64(m.Bytes())/1e6, time.Since(began).Round(time.Millisecond))
 
-	keep := false
-	for _, run := range []struct {
-		pool    int
-		session map[string]string
-	}{{16, nil}, {4, nil}, {16, map[string]string{"unique_checks": "0"}}} {
-		dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", ExtraConfig: []string{"innodb_buffer_pool_size=1G"}})
-		e.dst, e.dstDB = dst, plainDB(t, dst)
-		cfg, srcCfg := e.configs("bench", config.ModeFull, run.pool)
-		cfg.Loader.CleanupDumpFile = &keep
-		cfg.TargetDatabase.Session = run.session
-		l := newLoader(t, cfg, srcCfg, dir, nil)
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		began := time.Now()
-		requireOK(t, process(t, l))
-		took := time.Since(began)
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		t.Logf("load pool-size %d session %v: %d rows in %v = %.0f rows/s (%.1f MB/s); Go heap in use %.1f MiB",
-			run.pool, run.session, m.Rows(), took.Round(time.Millisecond), float64(m.Rows())/took.Seconds(),
-			float64(m.Bytes())/1e6/took.Seconds(), float64(after.HeapInuse)/(1<<20))
-		if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM sbtest.sbtest8"); n != int64(perTable) {
-			t.Fatalf("sbtest8: %d rows on the target, want %d", n, perTable)
+	repeat := 3
+	if v := os.Getenv("DM_LOAD_BENCH_REPEAT"); v != "" {
+		var err error
+		if repeat, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
 		}
-		l.Close()
-		dst.Stop(t)
 	}
+	for _, run := range []benchRun{
+		{pool: 16, method: methodLoadData}, {pool: 4, method: methodLoadData},
+		{pool: 16, method: methodInsert}, {pool: 4, method: methodInsert},
+		{pool: 4, method: methodLoadData, session: map[string]string{"unique_checks": "0"}},
+		{pool: 4, method: methodLoadData, indexAfter: true},
+	} {
+		var times []time.Duration
+		for range repeat {
+			times = append(times, e.benchLoad(t, run, dir, m, perTable))
+		}
+		slices.Sort(times)
+		med := times[len(times)/2]
+		t.Logf("BENCH %s: median %v = %.0f rows/s over %d runs %v", run, med.Round(time.Millisecond),
+			float64(m.Rows())/med.Seconds(), repeat, times)
+	}
+}
+
+// benchRun is one configuration of TestLoadBenchmark.
+type benchRun struct {
+	pool    int
+	method  int32
+	session map[string]string
+	// indexAfter: the target tables are created without their secondary
+	// index, which is added after the load (the time includes it).
+	indexAfter bool
+}
+
+func (r benchRun) String() string {
+	s := fmt.Sprintf("%s pool-size %d", []string{"LOAD DATA", "INSERT"}[r.method], r.pool)
+	if r.session != nil {
+		s += fmt.Sprintf(" session %v", r.session)
+	}
+	if r.indexAfter {
+		s += " secondary index after the data"
+	}
+	return s
+}
+
+// benchLoad loads the dump in dir into a fresh durable target and returns
+// how long it took.
+func (e *env) benchLoad(t *testing.T, run benchRun, dir string, m *dumpfile.Manifest, perTable int) time.Duration {
+	dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", ExtraConfig: []string{"innodb_buffer_pool_size=1G"}})
+	defer dst.Stop(t)
+	e.dst, e.dstDB = dst, plainDB(t, dst)
+	cfg, srcCfg := e.configs("bench", config.ModeFull, run.pool)
+	keep := false
+	cfg.Loader.CleanupDumpFile = &keep
+	cfg.TargetDatabase.Session = run.session
+	if run.indexAfter {
+		mustExec(t, e.dstDB, "CREATE DATABASE sbtest")
+		for _, tb := range m.Tables {
+			mustExec(t, e.dstDB, "CREATE TABLE sbtest."+tb.Name+" (id INT NOT NULL, k INT NOT NULL DEFAULT 0, "+
+				"c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id))")
+		}
+	}
+	l := newLoader(t, cfg, srcCfg, dir, nil)
+	defer l.Close()
+	l.method.Store(run.method)
+	began := time.Now()
+	requireOK(t, process(t, l))
+	if run.indexAfter {
+		for _, tb := range m.Tables {
+			mustExec(t, e.dstDB, "ALTER TABLE sbtest."+tb.Name+" ADD KEY k_1 (k)")
+		}
+	}
+	took := time.Since(began)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("%s: %d rows in %v = %.0f rows/s (%.1f MB/s); Go heap in use %.1f MiB", run, m.Rows(), took.Round(time.Millisecond),
+		float64(m.Rows())/took.Seconds(), float64(m.Bytes())/1e6/took.Seconds(), float64(ms.HeapInuse)/(1<<20))
+	if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM sbtest.sbtest8"); n != int64(perTable) {
+		t.Fatalf("sbtest8: %d rows on the target, want %d", n, perTable)
+	}
+	return took
 }

@@ -46,7 +46,7 @@ func (l *Loader) loadChunks(ctx context.Context, r *runState, jobs []*job, worke
 	for range workers {
 		wg.Go(func() {
 			for j := range feed {
-				if err := l.loadChunk(ctx, r, j); err != nil {
+				if err := l.loadChunkRetrying(ctx, r, j); err != nil {
 					once.Do(func() { first = err })
 					cancel()
 					return
@@ -68,6 +68,35 @@ send:
 		first = ctx.Err()
 	}
 	return first
+}
+
+// duplicateAdvice explains a chunk whose keys are in the target already.
+const duplicateAdvice = "keys of the chunk are already in the target table (rows there before the load, " +
+	"or merged source tables whose keys overlap); remove those rows or route the tables apart, then resume"
+
+// lockRetries is how often a chunk whose transaction hit a deadlock or a
+// lock wait timeout is tried again before the run fails (resumably).
+const lockRetries = 3
+
+// loadChunkRetrying is loadChunk, tried again after a deadlock or lock wait
+// timeout: parallel loads into one table may deadlock on index gaps.
+func (l *Loader) loadChunkRetrying(ctx context.Context, r *runState, j *job) error {
+	for attempt := 1; ; attempt++ {
+		err := l.loadChunk(ctx, r, j)
+		if code := mysqlErrorCode(err); attempt > lockRetries || (code != 1213 && code != 1205) || ctx.Err() != nil {
+			return err
+		}
+		l.logger.Info("chunk hit a lock conflict; trying it again", zap.String("chunk", j.chunk.File), zap.Int("attempt", attempt), zap.Error(err))
+	}
+}
+
+// mysqlErrorCode returns the server error number in err's chain, 0 if none.
+func mysqlErrorCode(err error) uint16 {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
 }
 
 // loadChunk loads one chunk file in one target transaction together with
@@ -97,7 +126,10 @@ func (l *Loader) loadChunk(ctx context.Context, r *runState, j *job) (err error)
 	}()
 	var loaded, read int64
 	if !j.plan.skipRows {
-		if loaded, read, err = l.loadRows(ctx, tx, f, j); err != nil {
+		if loaded, read, err = l.loadRows(ctx, tx, f, j); mysqlErrorCode(err) == 1062 { // ER_DUP_ENTRY
+			return errs.New(CodeLoadChunk, false, "load: chunk %s of table %s into %s: %w: %s", path, src, dst, err, duplicateAdvice)
+		}
+		if err != nil {
 			return errs.Wrap(err, CodeLoadChunk, "load: chunk %s of table %s into %s", path, src, dst)
 		}
 		if read != j.chunk.Bytes {
@@ -106,9 +138,7 @@ func (l *Loader) loadChunk(ctx context.Context, r *runState, j *job) (err error)
 				path, src, read, r.dumpID, j.chunk.Bytes, l.dir)
 		}
 		if loaded != j.chunk.Rows {
-			return errs.New(CodeLoadChunk, false, "load: chunk %s of table %s holds %d rows but %d went into %s: the others have keys "+
-				"that are already in the target table (rows there before the load, or merged source tables whose keys overlap); "+
-				"remove those rows or route the tables apart, then resume", path, src, j.chunk.Rows, loaded, dst)
+			return errs.New(CodeLoadChunk, false, "load: chunk %s of table %s holds %d rows but %d went into %s: %s", path, src, j.chunk.Rows, loaded, dst, duplicateAdvice)
 		}
 	}
 	q, args := r.store.chunkStmt(r.dumpID, j, loaded)

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,26 @@ func TestLoadRefusals(t *testing.T) {
 		l := newLoader(t, cfg, src, dir, nil)
 		requireError(t, process(t, l), CodeLoadSchema, "`app`.`m`", "column 2 is `a` int(11) in the source but `a` bigint(20)",
 			"column 3 is `b` varchar(10) in the source but `c` varchar(10)")
+	})
+
+	// A key already in the target (as from a merged table whose keys
+	// overlap) stops the load, with either method.
+	t.Run("key already in the target", func(t *testing.T) {
+		for _, method := range []int32{methodLoadData, methodInsert} {
+			dir := t.TempDir()
+			e.dumpTables(t, dir, "overlap", "dump-o", 0, tn("app", "r"))
+			cfg, src := e.configs("overlap", config.ModeFull, 1)
+			cfg.RouteRules = []config.RouteRule{{SchemaPattern: "app", TablePattern: "*", TargetSchema: fmt.Sprintf("ov%d", method), TargetTable: "r"}}
+			mustExec(t, e.dstDB, fmt.Sprintf("CREATE DATABASE ov%d", method), fmt.Sprintf("CREATE TABLE ov%d.r (id INT PRIMARY KEY, v INT)", method),
+				fmt.Sprintf("INSERT INTO ov%d.r VALUES (50, 0)", method))
+			l := newLoader(t, cfg, src, dir, nil)
+			l.method.Store(method)
+			requireError(t, process(t, l), CodeLoadChunk, fmt.Sprintf("`ov%d`.`r`", method), "already in the target table")
+			if n := queryInt(t, e.dstDB, fmt.Sprintf("SELECT COUNT(*) FROM ov%d.r", method)); n != 1 {
+				t.Fatalf("the refused chunk left %d rows in the target, want the 1 there before", n)
+			}
+			mustExec(t, e.dstDB, "DELETE FROM dm_meta.load_status WHERE task = 'overlap'")
+		}
 	})
 
 	t.Run("filter rule with action Error", func(t *testing.T) {
