@@ -32,19 +32,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return m
 	}
 	for _, c := range []**prometheus.CounterVec{&m.rows, &m.bytes, &m.chunks} {
-		if err := reg.Register(*c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			existing, ok := (*prometheus.CounterVec)(nil), false
-			if errors.As(err, &are) {
-				existing, ok = are.ExistingCollector.(*prometheus.CounterVec)
-			}
-			if !ok {
-				// A different collector under our name is a programming
-				// error of the binary, as with MustRegister.
-				panic(err)
-			}
-			*c = existing
+		err := reg.Register(*c)
+		if err == nil {
+			continue
 		}
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				*c = existing
+				continue
+			}
+		}
+		// A different collector under our name is a programming error of
+		// the binary, as with MustRegister.
+		panic(err)
 	}
 	return m
 }
