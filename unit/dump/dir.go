@@ -53,13 +53,36 @@ func finishedDump(dir, task, source, fp string) (m *dumpfile.Manifest, why strin
 	if m.Fingerprint != fp {
 		return nil, fmt.Sprintf("%s since dump %s; discarding it and dumping again", fingerprintChange(m.Fingerprint, fp), m.DumpID), nil
 	}
+	if why := missingChunk(dir, m); why != "" {
+		return nil, why, nil
+	}
 	return m, "", nil
+}
+
+// missingChunk says which chunk file of m is missing or has another size
+// than the manifest says ("" when every one is whole).
+func missingChunk(dir string, m *dumpfile.Manifest) string {
+	for _, t := range m.Tables {
+		for _, c := range t.Chunks {
+			info, err := os.Stat(filepath.Join(dir, c.File))
+			if err != nil {
+				return fmt.Sprintf("chunk file %s of dump %s cannot be used (%v); dumping again", c.File, m.DumpID, err)
+			}
+			if info.Size() != c.Bytes {
+				return fmt.Sprintf("chunk file %s of dump %s has %d bytes, the manifest says %d; dumping again", c.File, m.DumpID, info.Size(), c.Bytes)
+			}
+		}
+	}
+	return ""
 }
 
 // ourNames lists dir's files that the dump writes; a file or directory it
 // does not write is an error naming it.
 func ourNames(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, errs.New(CodeDumpDir, false, "dump: read the dump directory %s: %w", dir, err)
 	}

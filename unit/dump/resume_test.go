@@ -91,6 +91,18 @@ func TestDumpResume(t *testing.T) {
 	}
 	checkOnlyManifestFiles(t, dir, second)
 
+	// A chunk of a finished dump went missing (a crash while the load unit
+	// removed the files): the dump is taken again.
+	if err := os.Remove(filepath.Join(dir, second.Tables[0].Chunks[0].File)); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err := d3.IsFreshTask(t.Context()); err != nil || !fresh {
+		t.Fatalf("IsFreshTask with a chunk missing = %v, %v", fresh, err)
+	}
+	if again := process(t, d3); again.DumpID == second.DumpID {
+		t.Fatal("a dump with a chunk missing was reused")
+	}
+
 	// A crash left a half-written chunk and no manifest.
 	if err := os.Remove(filepath.Join(dir, dumpfile.ManifestName)); err != nil {
 		t.Fatal(err)
