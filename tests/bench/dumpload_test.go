@@ -16,7 +16,7 @@ import (
 // Parameters of the full-data benchmark.
 const (
 	fullRowsEnv   = "BENCH_FULL_ROWS"   // rows in all, split over sbTables sysbench tables (default 1000000)
-	fullRoundsEnv = "BENCH_FULL_ROUNDS" // rounds of the legs, the first rotating (default 1)
+	fullRoundsEnv = "BENCH_FULL_ROUNDS" // rounds of the legs, the first rotating (default 3)
 	fullLegsEnv   = "BENCH_FULL_LEGS"   // legs to run, comma-separated (default pipeline,mydumper,dm)
 	// fullThreads is mydumper's and myloader's --threads and the task's mydumper threads.
 	fullThreads = 4
@@ -67,11 +67,12 @@ func (r fullRun) rowsPerSec(rows int64) float64 { return float64(rows) / r.elaps
 //     and loader pool-size 16, timed from `dmctl task start` until the subtask is Finished.
 //
 // Every leg's clock stops when the target's row counts and CHECKSUM TABLE of every table equal
-// the source's. BENCH_FULL_ROUNDS rounds run all three, the first one rotating; medians are
-// reported.
+// the source's. BENCH_FULL_ROUNDS rounds run the legs, the first one rotating; medians are
+// reported. BENCH_FULL_LEGS (comma-separated: pipeline, mydumper, dm) runs only some legs. The
+// tools' peak RSS is their VmHWM sampled every hwmPeriod, the worker's its VmHWM at the end.
 func TestFullDumpLoad(t *testing.T) {
 	total := envInt(t, fullRowsEnv, 1_000_000)
-	rounds := int(envInt(t, fullRoundsEnv, 1))
+	rounds := int(envInt(t, fullRoundsEnv, 3))
 	if total < sbTables {
 		t.Fatalf("%s=%d: want at least %d rows (one per table)", fullRowsEnv, total, sbTables)
 	}

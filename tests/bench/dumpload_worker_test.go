@@ -52,6 +52,32 @@ func (w *workerProc) subtask(ctx context.Context, task string) (d subtaskDoc, fo
 	return d, true, nil
 }
 
+// taskError is the first error the worker's GET /api/v1/status lists for task that is not
+// resumable (such as a subtask config the worker refuses), "" when there is none.
+func (w *workerProc) taskError(ctx context.Context, task string) string {
+	code, body, err := httpGet(ctx, w.url("/api/v1/status"))
+	if err != nil || code != http.StatusOK {
+		return ""
+	}
+	var st struct {
+		Errors []struct {
+			Task      string `json:"task"`
+			Code      string `json:"code"`
+			Message   string `json:"message"`
+			Resumable bool   `json:"resumable"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &st) != nil {
+		return ""
+	}
+	for _, e := range st.Errors {
+		if e.Task == task && !e.Resumable {
+			return e.Code + ": " + e.Message
+		}
+	}
+	return ""
+}
+
 // runWorker copies sbtest with a full-mode task run by a fresh dm-worker process with embedded
 // etcd into a fresh target. The clock runs from `dmctl task start` until the subtask is Finished
 // and the target's content is verified. The worker's CPU time comes from /proc/<pid>/stat and its
@@ -159,6 +185,9 @@ func (w *workerProc) waitFinished(t *testing.T, task string, began time.Time) ta
 	waitUntil(t, fullTimeout, "subtask "+task+" is Finished", func() error {
 		d, found, err := w.subtask(t.Context(), task)
 		if err != nil || !found {
+			if terr := w.taskError(t.Context(), task); terr != "" {
+				t.Fatalf("dm-worker refused task %s: %s", task, terr)
+			}
 			return fmt.Errorf("subtask %s not there yet (%v)", task, err)
 		}
 		if len(d.Progress) > 0 {
