@@ -17,6 +17,9 @@ import (
 // systemSchemas are never dumped, whatever the block-allow list says.
 const systemSchemas = "'mysql', 'information_schema', 'performance_schema', 'sys'"
 
+// transactional are the engines whose tables a consistent snapshot covers.
+var transactional = map[string]bool{"innodb": true, "rocksdb": true, "tokudb": true}
+
 // tableRef names a source table.
 type tableRef struct{ schema, name string }
 
@@ -32,7 +35,7 @@ func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") 
 // the block-allow list selects, sorted by name. Views and sequences are
 // left out, and logged.
 func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *zap.Logger) ([]dumpfile.Schema, []tableRef, error) {
-	rows, err := c.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE FROM information_schema.TABLES "+
+	rows, err := c.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, IFNULL(ENGINE, '') FROM information_schema.TABLES "+
 		"WHERE TABLE_SCHEMA NOT IN ("+systemSchemas+") ORDER BY TABLE_SCHEMA, TABLE_NAME")
 	if err != nil {
 		return nil, nil, errs.Wrap(err, CodeDumpRead, "dump: list the source's tables")
@@ -40,13 +43,18 @@ func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *za
 	var tables []tableRef
 	err = scanAll(rows, func(r *sql.Rows) error {
 		var t tableRef
-		var kind string
-		if err := r.Scan(&t.schema, &t.name, &kind); err != nil {
+		var kind, engine string
+		if err := r.Scan(&t.schema, &t.name, &kind, &engine); err != nil {
 			return err
 		}
 		switch {
 		case !allowed.TableAllowed(t.schema, t.name):
 		case kind == "BASE TABLE":
+			if !transactional[strings.ToLower(engine)] {
+				log.Warn("the table's engine is not transactional: the consistent snapshot does not cover it, "+
+					"so its rows may include writes made after the snapshot's binlog location (safe mode replays them in all mode)",
+					zap.Stringer("table", t), zap.String("engine", engine))
+			}
 			tables = append(tables, t)
 		default:
 			log.Info("the dump skips a table that is not a base table", zap.Stringer("table", t), zap.String("type", kind))
