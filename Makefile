@@ -141,8 +141,10 @@ vet:
 deps:
 	bash scripts/install-deps.sh
 
-## bench: relay vs mariadb-binlog --raw, sync vs native replication (1 and 4 threads), stage-to-action
-## latency; results in tests/bench/results.tsv and docs/benchmarks.md (BENCH_RELAY_MB, BENCH_SYNC_ROWS)
+## bench: relay vs mariadb-binlog --raw, sync vs native replication (1 and 4 threads), stream,
+## full-data dump + load (task-mode full vs mariadb-dump | mariadb and mydumper + myloader, 1M
+## sysbench rows), stage-to-action latency; results in tests/bench/results.tsv and
+## docs/benchmarks.md (BENCH_RELAY_MB, BENCH_SYNC_ROWS, BENCH_FULL_ROWS)
 bench:
 	bash scripts/install-deps.sh --bench
 	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./tests/bench
