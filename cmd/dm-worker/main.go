@@ -126,7 +126,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		NewFactory:   worker.NewUnitFactory(m.sync),
+		NewFactory:   worker.NewUnitFactory(worker.UnitOptions{Sync: m.sync, Logger: logger}),
 		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
 		NewStreams:   worker.NewStreamRuntimeBuilder(m.worker),
 		StreamMeta:   meta, StreamMetaErr: metaErr,

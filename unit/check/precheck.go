@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
 // Precheck returns the worker's precheck of the subtasks of source src
@@ -29,6 +30,11 @@ func Precheck(src *config.SourceConfig, logger *zap.Logger) func(ctx context.Con
 		}
 		log.Info("precheck done", zap.Int("failures", len(r.Failures())), zap.Int("warnings", len(r.Warnings())),
 			zap.Int("checks", len(r.Items)), zap.Duration("took", time.Since(began)))
+		// A setting that makes every connection fail (TLS, a password that
+		// cannot be decrypted) keeps its own code, as when a unit meets it.
+		if cause := r.Cause(); cause != nil && errs.Code(cause) != errs.CodeInternal {
+			return cause
+		}
 		return r.Err()
 	}
 }

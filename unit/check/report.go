@@ -48,6 +48,9 @@ type Item struct {
 	// retryable marks a failure caused by a connection or timeout error
 	// (errs.IsResumable): retrying may succeed.
 	retryable bool
+	// cause is the error behind a failure that came from one (connection,
+	// query), nil for a requirement that is not met.
+	cause error
 }
 
 // Report is the outcome of every check of one subtask, in a fixed order:
@@ -96,6 +99,24 @@ func (r *Report) Err() error {
 		r.Task, r.Source, len(fails), b.String())
 }
 
+// Cause returns the error of the first failure when every failure came
+// from an error (a server that could not be reached or queried, a TLS
+// setting) rather than from a requirement that is not met; nil otherwise.
+// The worker reports such an error with its own code (db-tls, ...), as the
+// units would.
+func (r *Report) Cause() error {
+	fails := r.Failures()
+	for _, f := range fails {
+		if f.cause == nil {
+			return nil
+		}
+	}
+	if len(fails) == 0 {
+		return nil
+	}
+	return fails[0].cause
+}
+
 // Line is the item as one line of text: "name: message; fix: fix".
 func (it Item) Line() string {
 	s := it.Name + ": " + it.Message
@@ -118,6 +139,7 @@ func (l *items) add(name, object string, st State, fix string, format string, ar
 func (l *items) failErr(err error, name, object, fix, format string, args ...any) {
 	l.fail(name, object, fix, format, args...)
 	l.list[len(l.list)-1].retryable = errs.IsResumable(err)
+	l.list[len(l.list)-1].cause = err
 }
 
 func (l *items) pass(name, object, format string, args ...any) {
