@@ -46,3 +46,43 @@ func TestDumpLongQueryFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDumpPauseWhileLockWaits: a pause while FLUSH TABLES WITH READ LOCK
+// waits returns at once and withdraws the lock request (the lock session is
+// closed; MariaDB notices within a second), so writers do not wait for the
+// lock wait to run out.
+func TestDumpPauseWhileLockWaits(t *testing.T) {
+	src := startSource(t)
+	src.Exec(t, "CREATE DATABASE app")
+	src.Exec(t, "CREATE TABLE app.t (id INT PRIMARY KEY)")
+	db := src.DB(t)
+	long := make(chan error, 1)
+	go func() {
+		_, err := db.ExecContext(context.Background(), "INSERT INTO app.t SELECT 100 + SLEEP(5)")
+		long <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the long insert runs", func() bool {
+		return src.QueryString(t, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'INSERT INTO app.t SELECT 100%'") == "1"
+	})
+	cfg, scfg := configs(src, mariadbtest.SourceUser, mariadbtest.SourcePassword, 2, 10)
+	d := newDumper(t, cfg, scfg, t.TempDir())
+	d.lockWait = time.Minute
+	r := start(d)
+	testutil.WaitFor(t, 10*time.Second, "the dump waits for the lock", func() bool {
+		return src.QueryString(t, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'FLUSH TABLES WITH READ LOCK'") == "1"
+	})
+	paused := time.Now()
+	r.cancel()
+	if res := r.wait(t); !res.IsCanceled {
+		t.Fatalf("Process after cancel = %+v", res)
+	}
+	src.Exec(t, "INSERT INTO app.t VALUES (1)")
+	took := time.Since(paused)
+	t.Logf("a writer went through %v after the pause", took)
+	if took > 3*time.Second {
+		t.Errorf("a writer waited %v after the pause: the lock request was not withdrawn", took)
+	}
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+}
