@@ -1,6 +1,7 @@
 package dump
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,35 +16,8 @@ import (
 // manifest and every decoded field against the source.
 func TestDumpTables(t *testing.T) {
 	src := startSource(t)
-	src.Exec(t, "CREATE DATABASE app")
-	src.Exec(t, typestest.DDL("app"))
 	c := rawConn(t, src)
-	for _, q := range append([]string{typestest.SQLMode}, typestest.Inserts("app")...) {
-		if _, err := c.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	src.Exec(t, "CREATE TABLE app.nokey (a INT, b VARCHAR(30), g INT AS (a + 1) VIRTUAL)")
-	src.Exec(t, "INSERT INTO app.nokey (a, b) VALUES (1, 'a'), (1, 'a'), (2, NULL), (NULL, 'n'), (3, 'tab\there\nnl\\\\')")
-	src.Exec(t, `CREATE TABLE app.comp (name VARCHAR(20) CHARACTER SET latin1, at DATETIME(3), tag VARBINARY(4),
-		note TEXT, PRIMARY KEY (name, at, tag))`)
-	// 3000 rows whose key sorts otherwise than it was inserted.
-	src.Exec(t, `INSERT INTO app.comp SELECT CONCAT(CHAR(65 + seq % 26), 'é', seq % 7), '2024-01-01 00:00:00.5' + INTERVAL (seq % 100) DAY,
-		UNHEX(HEX(seq % 3)), REPEAT('x', seq % 50) FROM app.seq_0_to_2999`)
-	src.Exec(t, "CREATE TABLE app.big (id INT PRIMARY KEY, k INT, c CHAR(120), UNIQUE KEY uk (k))")
-	src.Exec(t, "INSERT INTO app.big SELECT seq, 20000 - seq, REPEAT(CHAR(97 + seq % 26), 120) FROM app.seq_1_to_20000")
-	// Integer keys split by ranges: the extremes of BIGINT UNSIGNED, and
-	// negative values.
-	src.Exec(t, "CREATE TABLE app.wide (id BIGINT UNSIGNED PRIMARY KEY)")
-	src.Exec(t, "INSERT INTO app.wide SELECT seq FROM app.seq_0_to_4999")
-	src.Exec(t, "INSERT INTO app.wide VALUES (18446744073709551615), (9223372036854775808)")
-	src.Exec(t, "CREATE TABLE app.neg (id INT PRIMARY KEY, v VARCHAR(10))")
-	src.Exec(t, "INSERT INTO app.neg SELECT -seq * 3, 'n' FROM app.seq_1_to_5000")
-	src.Exec(t, "ANALYZE TABLE app.wide, app.neg")
-	src.Exec(t, "CREATE VIEW app.v AS SELECT id FROM app.big")
-	src.Exec(t, "CREATE DATABASE other")
-	src.Exec(t, "CREATE TABLE other.t (id INT PRIMARY KEY)")
-
+	createTables(t, src, c)
 	cfg, scfg := configs(src, mariadbtest.SourceUser, mariadbtest.SourcePassword, 4, 1000)
 	cfg.BAList.DoDBs = []string{"app"}
 	dir := t.TempDir() + "/dump"
@@ -130,4 +104,38 @@ func checkTypesColumns(t *testing.T, tbl dumpfile.Table) {
 	if s := strings.Join(got, ","); s != want {
 		t.Errorf("types columns %s, want %s", s, want)
 	}
+}
+
+// createTables creates the tables TestDumpTables dumps; c writes the
+// every-type rows under typestest's sql_mode.
+func createTables(t *testing.T, src *mariadbtest.Instance, c *sql.Conn) {
+	t.Helper()
+	src.Exec(t, "CREATE DATABASE app")
+	src.Exec(t, typestest.DDL("app"))
+	for _, q := range append([]string{typestest.SQLMode}, typestest.Inserts("app")...) {
+		if _, err := c.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	src.Exec(t, "CREATE TABLE app.nokey (a INT, b VARCHAR(30), g INT AS (a + 1) VIRTUAL)")
+	src.Exec(t, "INSERT INTO app.nokey (a, b) VALUES (1, 'a'), (1, 'a'), (2, NULL), (NULL, 'n'), (3, 'tab\there\nnl\\\\')")
+	src.Exec(t, `CREATE TABLE app.comp (name VARCHAR(20) CHARACTER SET latin1, at DATETIME(3), tag VARBINARY(4),
+		note TEXT, PRIMARY KEY (name, at, tag))`)
+	// 3000 rows whose key sorts otherwise than it was inserted.
+	src.Exec(t, `INSERT INTO app.comp SELECT CONCAT(CHAR(65 + seq % 26), 'é', seq % 7), '2024-01-01 00:00:00.5' + INTERVAL (seq % 100) DAY,
+		UNHEX(HEX(seq % 3)), REPEAT('x', seq % 50) FROM app.seq_0_to_2999`)
+	src.Exec(t, "CREATE TABLE app.big (id INT PRIMARY KEY, k INT, c CHAR(120), UNIQUE KEY uk (k))")
+	src.Exec(t, "INSERT INTO app.big SELECT seq, 20000 - seq, REPEAT(CHAR(97 + seq % 26), 120) FROM app.seq_1_to_20000")
+	// Integer keys split by ranges: the extremes of BIGINT UNSIGNED, and
+	// negative values.
+	src.Exec(t, "CREATE TABLE app.wide (id BIGINT UNSIGNED PRIMARY KEY)")
+	src.Exec(t, "INSERT INTO app.wide SELECT seq FROM app.seq_0_to_4999")
+	src.Exec(t, "INSERT INTO app.wide VALUES (18446744073709551615), (9223372036854775808)")
+	src.Exec(t, "CREATE TABLE app.neg (id INT PRIMARY KEY, v VARCHAR(10))")
+	src.Exec(t, "INSERT INTO app.neg SELECT -seq * 3, 'n' FROM app.seq_1_to_5000")
+	src.Exec(t, "ANALYZE TABLE app.wide, app.neg")
+	src.Exec(t, "CREATE VIEW app.v AS SELECT id FROM app.big")
+	src.Exec(t, "CREATE DATABASE other")
+	src.Exec(t, "CREATE TABLE other.t (id INT PRIMARY KEY)")
+
 }

@@ -70,27 +70,7 @@ func TestDumpResume(t *testing.T) {
 		t.Errorf("status of a reused dump %+v", st)
 	}
 
-	// Config changes.
-	narrow := *cfg
-	narrow.BAList = config.BAList{DoTables: []config.TableRef{{DBName: "app", TblName: "small"}}}
-	if err := d.Update(t.Context(), &narrow); !errors.Is(err, unit.ErrUpdateUnsupported) {
-		t.Fatalf("Update with another block-allow list = %v, want ErrUpdateUnsupported", err)
-	}
-	threads := *cfg
-	threads.Mydumper.Threads = 8
-	if err := d.Update(t.Context(), &threads); err != nil {
-		t.Fatalf("Update of threads = %v", err)
-	}
-	d3 := newDumper(t, &narrow, scfg, dir)
-	if fresh, err := d3.IsFreshTask(t.Context()); err != nil || !fresh {
-		t.Fatalf("IsFreshTask after the block-allow list changed = %v, %v", fresh, err)
-	}
-	second := process(t, d3)
-	if second.DumpID == first.DumpID || len(second.Tables) != 1 || second.Tables[0].Name != "small" {
-		t.Fatalf("after the block-allow list changed: dump %s with %d tables", second.DumpID, len(second.Tables))
-	}
-	checkOnlyManifestFiles(t, dir, second)
-
+	d3, second := changeConfig(t, d, cfg, scfg, dir, first)
 	// A chunk of a finished dump went missing (a crash while the load unit
 	// removed the files): the dump is taken again.
 	if err := os.Remove(filepath.Join(dir, second.Tables[0].Chunks[0].File)); err != nil {
@@ -169,4 +149,33 @@ func checkOnlyManifestFiles(t *testing.T, dir string, m *dumpfile.Manifest) {
 	if got := chunkFiles(t, dir); !slices.Equal(got, want) {
 		t.Fatalf("dump dir holds %d files %.200q, manifest names %d", len(got), got, len(want))
 	}
+}
+
+// changeConfig checks what a config change does to the finished dump
+// first: Update refuses a new block-allow list and accepts new threads; a
+// unit with the new list dumps again. It returns that unit and its dump.
+func changeConfig(t *testing.T, d *Dumper, cfg *config.SubTaskConfig, scfg *config.SourceConfig, dir string,
+	first *dumpfile.Manifest) (*Dumper, *dumpfile.Manifest) {
+	t.Helper()
+	narrow := *cfg
+	narrow.BAList = config.BAList{DoTables: []config.TableRef{{DBName: "app", TblName: "small"}}}
+	if err := d.Update(t.Context(), &narrow); !errors.Is(err, unit.ErrUpdateUnsupported) {
+		t.Fatalf("Update with another block-allow list = %v, want ErrUpdateUnsupported", err)
+	}
+	threads := *cfg
+	threads.Mydumper.Threads = 8
+	if err := d.Update(t.Context(), &threads); err != nil {
+		t.Fatalf("Update of threads = %v", err)
+	}
+	d3 := newDumper(t, &narrow, scfg, dir)
+	if fresh, err := d3.IsFreshTask(t.Context()); err != nil || !fresh {
+		t.Fatalf("IsFreshTask after the block-allow list changed = %v, %v", fresh, err)
+	}
+	second := process(t, d3)
+	if second.DumpID == first.DumpID || len(second.Tables) != 1 || second.Tables[0].Name != "small" {
+		t.Fatalf("after the block-allow list changed: dump %s with %d tables", second.DumpID, len(second.Tables))
+	}
+	checkOnlyManifestFiles(t, dir, second)
+
+	return d3, second
 }
