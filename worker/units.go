@@ -1,12 +1,16 @@
 package worker
 
 import (
+	"path/filepath"
+
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/check"
+	"github.com/dmworker/dm-worker/unit/dump"
+	"github.com/dmworker/dm-worker/unit/load"
 	"github.com/dmworker/dm-worker/unit/syncer"
 )
 
@@ -17,24 +21,51 @@ type FactoryBuilder func(src *config.SourceConfig, relay func() binlog.StreamOpe
 
 // UnitOptions are what the real units of this build need from the process.
 type UnitOptions struct {
-	// Sync holds the sync unit's metrics; nil for none.
+	// DataDir is the worker's data-dir: dump directories are under it
+	// unless loader.dir is absolute.
+	DataDir string
+	// Sync, Dump and Load hold the units' metrics; nil for none.
 	Sync *syncer.Metrics
+	Dump *dump.Metrics
+	Load *load.Metrics
 	// Logger logs the prechecks; units log through their subtask's logger.
 	Logger *zap.Logger
 }
 
 // NewUnitFactory is the factory builder of the real data-plane units of
-// this build: the sync unit, and the precheck of every subtask's
-// requirements (unit/check) before its first unit runs.
+// this build: dump, load and sync (every task mode), and the precheck of
+// every subtask's requirements (unit/check) before its first unit runs.
 func NewUnitFactory(o UnitOptions) FactoryBuilder {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
 	return func(src *config.SourceConfig, relay func() binlog.StreamOpener) unit.Factory {
 		return unit.NewRegistry(map[unit.Type]unit.Constructor{
+			unit.TypeDump: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
+				return dump.New(cfg, src, DumpDir(o.DataDir, cfg), o.Dump, logger)
+			},
+			unit.TypeLoad: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
+				return load.New(cfg, src, DumpDir(o.DataDir, cfg), o.Load, logger)
+			},
 			unit.TypeSync: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
 				return syncer.New(cfg, src, relay, o.Sync, logger)
 			},
 		}, nil).WithPrecheck(check.Precheck(src, o.Logger))
 	}
+}
+
+// DumpDir is the dump directory of subtask cfg: <loader.dir>/<task>, where
+// loader.dir defaults to <data-dir>/dump and a relative loader.dir is taken
+// relative to data-dir (DM task files often say "./dumped_data"). Every
+// task has a directory of its own, so tasks sharing a loader.dir do not
+// collide.
+func DumpDir(dataDir string, cfg *config.SubTaskConfig) string {
+	base := cfg.Loader.Dir
+	switch {
+	case base == "":
+		base = filepath.Join(dataDir, "dump")
+	case !filepath.IsAbs(base):
+		base = filepath.Join(dataDir, base)
+	}
+	return filepath.Join(base, cfg.Name)
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/version"
 	"github.com/dmworker/dm-worker/relay"
+	"github.com/dmworker/dm-worker/unit/dump"
+	"github.com/dmworker/dm-worker/unit/load"
 	"github.com/dmworker/dm-worker/unit/syncer"
 	"github.com/dmworker/dm-worker/worker"
 )
@@ -126,7 +128,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		NewFactory:   worker.NewUnitFactory(worker.UnitOptions{Sync: m.sync, Logger: logger}),
+		NewFactory:   worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Logger: logger}),
 		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
 		NewStreams:   worker.NewStreamRuntimeBuilder(m.worker),
 		StreamMeta:   meta, StreamMetaErr: metaErr,
@@ -164,6 +166,8 @@ type processMetrics struct {
 	reg    *prometheus.Registry
 	worker *worker.Metrics
 	sync   *syncer.Metrics
+	dump   *dump.Metrics
+	load   *load.Metrics
 	relay  *relay.Metrics
 }
 
@@ -179,6 +183,7 @@ func newMetrics() (processMetrics, error) {
 	if err := m.relay.Register(m.reg); err != nil {
 		return m, fmt.Errorf("register relay metrics: %w", err)
 	}
+	m.dump, m.load = dump.NewMetrics(m.reg), load.NewMetrics(m.reg)
 	return m, nil
 }
 
