@@ -14,7 +14,7 @@ import (
 )
 
 // TestLoadAfterDumpUnit loads what the dump unit wrote (every column type,
-// a keyless table, a composite key, many chunks): the target equals the
+// a keyless table, a composite key, an empty table, many chunks): the target equals the
 // source.
 func TestLoadAfterDumpUnit(t *testing.T) {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
@@ -32,7 +32,8 @@ func TestLoadAfterDumpUnit(t *testing.T) {
 	mustExec(t, e.srcDB,
 		"CREATE TABLE app.nokey (a INT, b TEXT)", "INSERT INTO app.nokey SELECT seq % 10, REPEAT('x', seq) FROM app.seq_1_to_300",
 		"CREATE TABLE app.pair (a INT, b VARCHAR(10), v DOUBLE, PRIMARY KEY (a, b))",
-		"INSERT INTO app.pair SELECT seq % 50, CONCAT('k', seq), seq / 7 FROM app.seq_1_to_3000")
+		"INSERT INTO app.pair SELECT seq % 50, CONCAT('k', seq), seq / 7 FROM app.seq_1_to_3000",
+		"CREATE TABLE app.empty (id INT PRIMARY KEY)")
 
 	dir := t.TempDir()
 	cfg, srcCfg := e.configs("withdump", config.ModeAll, 4)
@@ -54,7 +55,7 @@ func TestLoadAfterDumpUnit(t *testing.T) {
 
 	l := newLoader(t, cfg, srcCfg, dir, nil)
 	requireOK(t, process(t, l))
-	for _, table := range []string{"app.types", "app.nokey", "app.pair"} {
+	for _, table := range []string{"app.types", "app.nokey", "app.pair", "app.empty"} {
 		e.requireEqual(t, table, table)
 	}
 	var name string

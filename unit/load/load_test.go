@@ -40,7 +40,7 @@ func TestLoadEqualsSource(t *testing.T) {
 		"INSERT INTO app.shard_2 (id, v) SELECT seq, CONCAT('two-', seq) FROM app.seq_100_to_105",
 		"CREATE TABLE app.noins (id INT PRIMARY KEY)", "INSERT INTO app.noins VALUES (1), (2)",
 		"CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)", "INSERT INTO app.precreated VALUES (1, 'a'), (2, 'b')",
-		"CREATE DATABASE empty_db")
+		"CREATE TABLE app.empty (id INT PRIMARY KEY)")
 	for _, v := range []struct {
 		name   string
 		extra  []string
@@ -62,7 +62,7 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	mustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)")
 	dir := t.TempDir()
 	m := e.dumpTables(t, dir, "full1", "dump-1", 2, tn("app", "types"), tn("app", "nokey"), tn("app", "shard_1"),
-		tn("app", "shard_2"), tn("app", "noins"), tn("app", "precreated"))
+		tn("app", "shard_2"), tn("app", "noins"), tn("app", "precreated"), tn("app", "empty"))
 	cfg, src := e.configs("full1", config.ModeAll, 3)
 	cfg.RouteRules = []config.RouteRule{{SchemaPattern: "app", TablePattern: "shard_*", TargetSchema: "merged", TargetTable: "shards"}}
 	cfg.FilterRules = []config.FilterRule{
@@ -79,6 +79,7 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	e.requireEqual(t, "app.types", "app.types")
 	e.requireEqual(t, "app.nokey", "app.nokey")
 	e.requireEqual(t, "app.precreated", "app.precreated")
+	e.requireEqual(t, "app.empty", "app.empty")
 	e.requireEqual(t, "merged.shards", "app.shard_1", "app.shard_2")
 	if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM app.noins"); n != 0 {
 		t.Fatalf("app.noins: %d rows loaded although a filter rule ignores its inserts", n)
@@ -88,7 +89,7 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	}
 
 	st := l.Status().(Status)
-	if !st.Finished || st.ChunksDone != m.Chunks() || st.ChunksTotal != m.Chunks() || st.TablesDone != 6 ||
+	if !st.Finished || st.ChunksDone != m.Chunks() || st.ChunksTotal != m.Chunks() || st.TablesDone != 7 ||
 		st.Rows != m.Rows() || st.Bytes != m.Bytes() || st.DumpID != "dump-1" || st.Dir != dir {
 		t.Fatalf("status after the load: %+v (manifest: %d chunks, %d rows, %d bytes)", st, m.Chunks(), m.Rows(), m.Bytes())
 	}
