@@ -26,11 +26,11 @@ INTEGRATION_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 15m
 UNIT_TIMEOUT ?= 10m
 
-.PHONY: build run test test-unit test-integration test-failpoint test-streams-full vet deps bench fuzz failpoint-enable failpoint-disable clean
+.PHONY: build run test test-unit test-integration test-failpoint test-streams-full test-fulldata-full vet deps bench fuzz failpoint-enable failpoint-disable clean
 
-## demo: throwaway MariaDB source + target, a worker with embedded etcd, a source and an
-## incremental task created with dmctl, a workload, status, and a check that the target equals
-## the source; everything is stopped at the end (KEEP=1 leaves it running; DEMO_RELAY=true
+## demo: throwaway MariaDB source + target, a worker with embedded etcd, 200k rows on the source,
+## a source and a task in mode all created with dmctl (dump, load and sync progress shown), a
+## workload, status, a check that the target equals the source, and a file-sink stream; everything is stopped at the end (KEEP=1 leaves it running; DEMO_RELAY=true
 ## replicates through the relay)
 demo: deps build
 	bash scripts/demo.sh
@@ -152,6 +152,11 @@ bench:
 ## test-streams-full: the stream end-to-end tests at the issue's counts (100k changes, 200k rows, 10 kills)
 test-streams-full: deps
 	DM_STREAM_E2E_FULL=1 $(GO) test -count=1 -timeout 40m -run 'Stream' -v ./tests/e2e
+
+## test-fulldata-full: the dump/load kill test at the issue's size (1M rows in 8 tables, 3 kills
+## during the dump and 5 during the load)
+test-fulldata-full: deps
+	DM_FULLDATA_E2E_FULL=1 $(GO) test -count=1 -timeout 40m -run 'TestFullDataSurvivesKill9' -v ./tests/e2e
 
 ## failpoint-enable: rewrite failpoint markers into live code in FAILPOINT_PKGS (the whole tree when empty)
 failpoint-enable:
