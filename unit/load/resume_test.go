@@ -27,30 +27,16 @@ func TestLoadResumeExactlyOnce(t *testing.T) {
 	cfg, src := e.configs("resume", config.ModeFull, 4)
 	total := m.Chunks()
 
-	// exactlyOnce checks that the target holds exactly the rows of the
-	// recorded chunks: no chunk half loaded, none recorded twice.
 	exactlyOnce := func(stage string) int64 {
 		t.Helper()
-		chunks := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM dm_meta.load_checkpoint WHERE task = 'resume'")
-		distinct := queryInt(t, e.dstDB, "SELECT COUNT(DISTINCT chunk_file) FROM dm_meta.load_checkpoint WHERE task = 'resume'")
-		recorded := queryInt(t, e.dstDB, "SELECT COALESCE(SUM(row_count), 0) FROM dm_meta.load_checkpoint WHERE task = 'resume'")
-		loaded := queryInt(t, e.dstDB, "SELECT (SELECT COUNT(*) FROM app.big) + (SELECT COUNT(*) FROM app.other)")
-		if chunks != distinct || recorded != loaded || recorded != chunks*perChunk {
-			t.Fatalf("%s: %d chunk records (%d distinct) of %d rows, but %d rows in the target", stage, chunks, distinct, recorded, loaded)
-		}
-		return chunks
+		return e.exactlyOnce(t, stage, "resume", perChunk, "app.big", "app.other")
 	}
 	// cancelMidway runs Process or Resume and cancels it once at least
 	// from chunks are done.
 	cancelMidway := func(l *Loader, resume bool, from int) {
 		t.Helper()
 		r := start(l, resume)
-		// Poll tightly: chunks of 10 rows commit within a millisecond.
-		for deadline := time.Now().Add(2 * time.Minute); l.Status().(Status).ChunksDone < from; time.Sleep(200 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("fewer than %d chunks loaded after 2 minutes: %+v", from, l.Status())
-			}
-		}
+		waitChunks(t, l, from)
 		r.cancel()
 		res := r.wait(t, 30*time.Second)
 		if !res.IsCanceled || len(res.Errors) > 0 {
@@ -96,4 +82,65 @@ func TestLoadResumeExactlyOnce(t *testing.T) {
 		t.Fatalf("status after the resumed load: %+v", st)
 	}
 	b.Close()
+}
+
+// waitChunks polls tightly until at least n chunks are done: chunks of 10
+// rows commit within a millisecond.
+func waitChunks(t *testing.T, l *Loader, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); l.Status().(Status).ChunksDone < n; time.Sleep(200 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d chunks loaded after 2 minutes: %+v", n, l.Status())
+		}
+	}
+}
+
+// exactlyOnce checks that the target tables hold exactly the rows of the
+// chunks recorded for task (chunks of perChunk rows): no chunk half loaded,
+// none recorded twice. It returns the number of chunks recorded.
+func (e *env) exactlyOnce(t *testing.T, stage, task string, perChunk int64, tables ...string) int64 {
+	t.Helper()
+	chunks := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM dm_meta.load_checkpoint WHERE task = ?", task)
+	distinct := queryInt(t, e.dstDB, "SELECT COUNT(DISTINCT chunk_file) FROM dm_meta.load_checkpoint WHERE task = ?", task)
+	recorded := queryInt(t, e.dstDB, "SELECT COALESCE(SUM(row_count), 0) FROM dm_meta.load_checkpoint WHERE task = ?", task)
+	var loaded int64
+	for _, table := range tables {
+		loaded += queryInt(t, e.dstDB, "SELECT COUNT(*) FROM "+table)
+	}
+	if chunks != distinct || recorded != loaded || recorded != chunks*perChunk {
+		t.Fatalf("%s: %d chunk records (%d distinct) of %d rows, but %d rows in the target", stage, chunks, distinct, recorded, loaded)
+	}
+	return chunks
+}
+
+// TestLoadTargetCrash kills the target (SIGKILL, durable commits) in the
+// middle of the load: the run fails resumably, and after the restart a
+// Resume finishes with every chunk loaded exactly once.
+func TestLoadTargetCrash(t *testing.T) {
+	e := newEnv(t, true)
+	mustExec(t, e.srcDB, "CREATE DATABASE app",
+		"CREATE TABLE app.big (id INT PRIMARY KEY, v VARCHAR(40))",
+		"INSERT INTO app.big SELECT seq, CONCAT('row-', seq) FROM app.seq_1_to_20000")
+	dir := t.TempDir()
+	m := e.dumpTables(t, dir, "crash", "dump-c", 10, tn("app", "big"))
+	cfg, src := e.configs("crash", config.ModeFull, 4)
+	l := newLoader(t, cfg, src, dir, nil)
+	for kill := 1; kill <= 2; kill++ {
+		r := start(l, kill > 1)
+		waitChunks(t, l, kill*m.Chunks()/4)
+		e.dst.Kill(t)
+		res := r.wait(t, time.Minute)
+		if res.IsCanceled || !res.Resumable() {
+			t.Fatalf("run after the target was killed: %+v, want a resumable error", res)
+		}
+		e.dst.Restart(t)
+		e.exactlyOnce(t, "after the crash", "crash", 10, "app.big")
+		l.Pause()
+	}
+	requireOK(t, start(l, true).wait(t, 5*time.Minute))
+	if n := e.exactlyOnce(t, "at the end", "crash", 10, "app.big"); n != int64(m.Chunks()) {
+		t.Fatalf("%d chunks recorded, want %d", n, m.Chunks())
+	}
+	e.requireEqual(t, "app.big", "app.big")
+	l.Close()
 }
