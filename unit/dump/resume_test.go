@@ -167,6 +167,16 @@ func changeConfig(t *testing.T, d *Dumper, cfg *config.SubTaskConfig, scfg *conf
 	if err := d.Update(t.Context(), &threads); err != nil {
 		t.Fatalf("Update of threads = %v", err)
 	}
+	if d.threads != 8 {
+		t.Fatalf("threads %d after Update", d.threads)
+	}
+	// More readers than the pool had at Init: the next dump must get them.
+	if err := os.Remove(filepath.Join(dir, dumpfile.ManifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if m := process(t, d); m.DumpID == first.DumpID || m.Rows() != first.Rows() {
+		t.Fatalf("dump with 8 threads: %s, %d rows", m.DumpID, m.Rows())
+	}
 	d3 := newDumper(t, &narrow, scfg, dir)
 	if fresh, err := d3.IsFreshTask(t.Context()); err != nil || !fresh {
 		t.Fatalf("IsFreshTask after the block-allow list changed = %v, %v", fresh, err)

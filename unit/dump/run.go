@@ -73,6 +73,9 @@ func (d *Dumper) run(ctx context.Context) error {
 func (d *Dumper) dump(ctx context.Context) error {
 	started := time.Now()
 	d.prog.reset(started)
+	// threads readers, the lock session and one spare; Update may have
+	// changed threads since Init.
+	d.source.SetMaxOpenConns(d.threads + 2)
 	snap, err := takeSnapshot(ctx, d.source, d.threads, d.lockWait, d.logger)
 	if err != nil {
 		return err
