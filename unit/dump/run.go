@@ -98,6 +98,9 @@ func (d *Dumper) dump(ctx context.Context) error {
 		return err
 	}
 	m.Schemas = schemas
+	if len(refs) == 0 {
+		d.logger.Warn("the block-allow list selects no table of the source; the dump is empty", zap.Int("schemas", len(schemas)))
+	}
 	rs := &runState{d: d, q: newQueue(), unplanned: len(refs)}
 	for i, r := range refs {
 		rs.tables = append(rs.tables, &tableState{idx: i, ref: r})
