@@ -40,13 +40,15 @@ func TestDumpTables(t *testing.T) {
 	for _, tbl := range m.Tables {
 		names = append(names, tbl.Schema+"."+tbl.Name)
 	}
-	if got := strings.Join(names, ","); got != "app.big,app.comp,app.neg,app.nokey,app.types,app.wide" {
+	if got := strings.Join(names, ","); got != "app.big,app.comp,app.empty,app.fkey,app.neg,app.nokey,app.types,app.uk,app.wide" {
 		t.Fatalf("tables %s", got)
 	}
 	// app.big is split by key ranges sized from InnoDB's row estimate, the
 	// others by keyset boundaries (exactly rows rows per chunk).
-	wantChunks := map[string]int{"app.comp": 4, "app.nokey": 1, "app.types": 1, "app.wide": -1, "app.neg": -1}
-	wantKeys := map[string]string{"app.big": "id", "app.comp": "name,at,tag", "app.nokey": "", "app.types": "id", "app.wide": "id", "app.neg": "id"}
+	wantChunks := map[string]int{"app.comp": 4, "app.nokey": 1, "app.types": 1, "app.wide": -1, "app.neg": -1,
+		"app.uk": 3, "app.fkey": 1, "app.empty": 1}
+	wantKeys := map[string]string{"app.big": "id", "app.comp": "name,at,tag", "app.nokey": "", "app.types": "id", "app.wide": "id", "app.neg": "id",
+		"app.uk": "b", "app.fkey": "", "app.empty": "id"}
 	for _, tbl := range m.Tables {
 		n := tbl.Schema + "." + tbl.Name
 		want, ok := wantChunks[n]
@@ -74,15 +76,18 @@ func TestDumpTables(t *testing.T) {
 		"app.big":   "SELECT * FROM app.big",
 		"app.wide":  "SELECT * FROM app.wide",
 		"app.neg":   "SELECT * FROM app.neg",
+		"app.uk":    "SELECT * FROM app.uk",
+		"app.fkey":  "SELECT CAST(f AS DOUBLE) FROM app.fkey",
+		"app.empty": "SELECT * FROM app.empty",
 	} {
 		want := sourceRows(t, c, q)
 		sameRows(t, name, dumpedRows(t, dir, m, name), want)
 	}
-	if got := m.Rows(); got != 5+5+3000+20000+5002+5000 {
+	if got := m.Rows(); got != 5+5+3000+20000+5002+5000+2500+2500 {
 		t.Errorf("manifest rows %d", got)
 	}
 	st := d.Status().(Status)
-	if st.Stage != StageFinished || st.ChunksDone != m.Chunks() || st.ChunksTotal != m.Chunks() || st.TablesDone != 6 ||
+	if st.Stage != StageFinished || st.ChunksDone != m.Chunks() || st.ChunksTotal != m.Chunks() || st.TablesDone != 9 ||
 		st.Rows != m.Rows() || st.Bytes != m.Bytes() || st.ETASeconds == nil || *st.ETASeconds != 0 {
 		t.Errorf("status %+v", st)
 	}
@@ -134,6 +139,13 @@ func createTables(t *testing.T, src *mariadbtest.Instance, c *sql.Conn) {
 	src.Exec(t, "CREATE TABLE app.neg (id INT PRIMARY KEY, v VARCHAR(10))")
 	src.Exec(t, "INSERT INTO app.neg SELECT -seq * 3, 'n' FROM app.seq_1_to_5000")
 	src.Exec(t, "ANALYZE TABLE app.wide, app.neg")
+	// Key choice: a unique key with a nullable column is passed over; a
+	// FLOAT key cannot split; an empty table is one empty chunk.
+	src.Exec(t, "CREATE TABLE app.uk (a INT NULL, b VARCHAR(10) NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ub (b))")
+	src.Exec(t, "INSERT INTO app.uk SELECT IF(seq % 2, seq, NULL), CONCAT('b', seq) FROM app.seq_1_to_2500")
+	src.Exec(t, "CREATE TABLE app.fkey (f FLOAT PRIMARY KEY)")
+	src.Exec(t, "INSERT INTO app.fkey SELECT seq / 3 FROM app.seq_1_to_2500")
+	src.Exec(t, "CREATE TABLE app.empty (id INT PRIMARY KEY)")
 	src.Exec(t, "CREATE VIEW app.v AS SELECT id FROM app.big")
 	src.Exec(t, "CREATE DATABASE other")
 	src.Exec(t, "CREATE TABLE other.t (id INT PRIMARY KEY)")
