@@ -42,22 +42,39 @@
 // whole.
 //
 // Measured (TestLoadBenchmark, DM_LOAD_BENCH=1: 1M sysbench rows, 8 tables
-// of 125k with a secondary index on k, 194 MB of chunk files in 104
-// chunks of 10k rows, a fresh durable MariaDB 10.11 target with a 1 GiB
-// buffer pool on the same 2-CPU machine, median of 3):
+// of 125k with a secondary index on k, 194 MB of chunk files in 104 chunks
+// of 10k rows, a fresh durable MariaDB 10.11 target with a 1 GiB buffer
+// pool per run, on a 2-CPU machine shared with other test runs (load
+// average 9 to 18), 3 runs each; CPU is the target server's plus the
+// unit's, steadier than the wall time there):
 //
-//	BENCH-NUMBERS
+//	method, pool-size                 wall (median, best)  rows/s (median)  CPU (median)
+//	LOAD DATA, 16                     16.3 s,  9.2 s        61k             12.0 s
+//	LOAD DATA, 4                      16.9 s,  6.0 s        59k             10.1 s
+//	INSERT, 16                        16.0 s, 12.8 s        63k             15.5 s
+//	INSERT, 4                         17.9 s,  6.4 s        56k             13.8 s
+//	LOAD DATA, 4, unique_checks=0      9.8 s,  6.3 s       102k              8.8 s
+//	LOAD DATA, 4, index k after data   9.0 s,  6.8 s       111k              7.8 s
 //
-// LOAD DATA is the default because it is faster than INSERT at the same pool
-// size and holds less memory in the worker. unique_checks=0 is not set: it
-// lets InnoDB skip the duplicate check of unique secondary indexes, and the
-// unit relies on the server refusing duplicate keys (merged shards, rows
-// already in the target); it did not measurably help either. Secondary
-// indexes are not dropped for the load and added afterwards: the DDL sits
-// outside the chunk transactions (a crash between them leaves a table
-// without its index unless the unit records and replays it), a target table
-// may be shared with other sources' loads or hold the user's rows, and the
-// measurement above shows no gain worth that.
+// (an earlier, quieter run: LOAD DATA 9.2 s for both pool sizes, 109k
+// rows/s.) The unit's heap stays at 4-6 MiB with LOAD DATA, 15-80 MiB with
+// INSERT. LOAD DATA is the method because it costs a quarter less CPU than
+// INSERT for the same rows (the server parses no SQL values) and streams
+// the file without buffering statements. More connections than the
+// target's cores only add contention (pool-size 4 used less CPU than 16 on
+// two cores); size loader.pool-size to the target.
+//
+// unique_checks=0 is not set, although it saved about 13% CPU: it lets
+// InnoDB skip the duplicate check of unique secondary indexes, and the unit
+// relies on the server refusing duplicate keys (merged shards whose keys
+// overlap, rows already in the target), which a dump of one consistent
+// snapshot cannot rule out for merged or pre-existing tables. An operator
+// who knows the data may set it in target-database.session. Secondary
+// indexes are not dropped for the load and added afterwards, although that
+// saved about 20% CPU: the DDL sits outside the chunk transactions, so a
+// crash between them leaves a table without its index unless the unit
+// records and replays it, a target table may be shared with other sources'
+// loads or be the user's own, and the wall time did not show the gain.
 //
 // The unit owns its rows in load_checkpoint and load_status, and in mode
 // all the hand-off rows of the sync unit's tables; it never touches rows of
