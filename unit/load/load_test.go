@@ -11,6 +11,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/typestest"
+	"github.com/dmworker/dm-worker/unit/dumpfile"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
@@ -63,6 +64,11 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	dir := t.TempDir()
 	m := e.dumpTables(t, dir, "full1", "dump-1", 2, tn("app", "types"), tn("app", "nokey"), tn("app", "shard_1"),
 		tn("app", "shard_2"), tn("app", "noins"), tn("app", "precreated"), tn("app", "empty"))
+	// A schema without tables is created too, with its options.
+	m.Schemas = append(m.Schemas, dumpfile.Schema{Name: "empty_db", CreateSQL: "CREATE DATABASE `empty_db` /*!40100 DEFAULT CHARACTER SET latin1 COLLATE latin1_swedish_ci */"})
+	if err := dumpfile.WriteManifest(dir, m); err != nil {
+		t.Fatal(err)
+	}
 	cfg, src := e.configs("full1", config.ModeAll, 3)
 	cfg.RouteRules = []config.RouteRule{{SchemaPattern: "app", TablePattern: "shard_*", TargetSchema: "merged", TargetTable: "shards"}}
 	cfg.FilterRules = []config.FilterRule{
@@ -86,6 +92,9 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	}
 	if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'merged'"); n != 1 {
 		t.Fatal("the routed schema merged was not created")
+	}
+	if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'empty_db' AND DEFAULT_CHARACTER_SET_NAME = 'latin1'"); n != 1 {
+		t.Fatal("the schema empty_db was not created with its character set")
 	}
 
 	st := l.Status().(Status)
