@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/unit/dump"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 )
@@ -89,6 +90,26 @@ func TestLoadRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		requireError(t, process(t, l), CodeLoadDump, "dump dump-2", "taken again", "holds 3 chunks of dump dump-1", "--remove-meta")
+	})
+
+	t.Run("block-allow list changed since the dump", func(t *testing.T) {
+		dir := t.TempDir()
+		m := e.dumpTables(t, dir, "reselect", "dump-s", 0, tn("app", "r"))
+		cfg, src := e.configs("reselect", config.ModeFull, 2)
+		cfg.RouteRules = []config.RouteRule{{SchemaPattern: "app", TargetSchema: "reselected"}}
+		before := *cfg
+		before.BAList = config.BAList{DoDBs: []string{"app"}}
+		before.Mydumper.Rows = 5 // the chunk size is not the selection
+		m.Fingerprint = dump.Fingerprint(&before, src)
+		if err := dumpfile.WriteManifest(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		l := newLoader(t, cfg, src, dir, nil)
+		requireError(t, process(t, l), CodeLoadDump, "dump-s", "the block-allow list of the task changed", "--remove-meta")
+		cfg.BAList = before.BAList
+		l = newLoader(t, cfg, src, dir, nil)
+		requireOK(t, process(t, l))
+		e.requireEqual(t, "reselected.r", "app.r")
 	})
 
 	t.Run("cleanup-dump-file false keeps the files", func(t *testing.T) {

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/unit/dump"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
@@ -94,6 +96,10 @@ func (l *Loader) checkDump(m *dumpfile.Manifest, st *loadState) error {
 		return errs.New(CodeLoadDump, false, "load: the dump in %s is of task %q source %s, not of task %q source %s; point loader.dir elsewhere",
 			l.dir, m.Task, m.Source, l.cfg.Name, l.cfg.SourceID)
 	}
+	if changed := selectionChanged(m.Fingerprint, dump.Fingerprint(l.cfg, l.src)); changed != "" {
+		return errs.New(CodeLoadDump, false, "load: the dump %s in %s was taken before %s of the task changed, so it does not hold "+
+			"the tables the task now selects; %s", m.DumpID, l.dir, changed, fix)
+	}
 	if ids, counts := st.otherDumps(m.DumpID); len(ids) > 0 {
 		return errs.New(CodeLoadDump, false, "load: the dump in %s (dump %s) was taken again (the task's config changed, or the old dump "+
 			"was incomplete) while the target already holds %d chunks of dump %s for source %s; %s",
@@ -173,4 +179,32 @@ func (l *Loader) cleanup(m *dumpfile.Manifest) {
 		return
 	}
 	l.logger.Info("removed the loaded dump files", zap.String("dir", l.dir), zap.Int("chunks", m.Chunks()))
+}
+
+// selectionChanged names the parts of the dump unit's fingerprint (see
+// dump.Fingerprint: "name=value" parts separated by ";") that decide which
+// tables a dump holds and that differ between the dump's and the current
+// config's; "" when none does or the dump has no fingerprint. The source's
+// endpoint and the chunk size may change after the dump: its rows stay the
+// snapshot's.
+func selectionChanged(dumped, current string) string {
+	if dumped == "" {
+		return ""
+	}
+	parts := func(fp string) map[string]string {
+		m := map[string]string{}
+		for _, p := range strings.Split(fp, ";") {
+			k, v, _ := strings.Cut(p, "=")
+			m[k] = v
+		}
+		return m
+	}
+	d, c := parts(dumped), parts(current)
+	var changed []string
+	for _, p := range []struct{ key, name string }{{"ba", "the block-allow list"}, {"cs", "the case sensitivity"}} {
+		if d[p.key] != c[p.key] {
+			changed = append(changed, p.name)
+		}
+	}
+	return strings.Join(changed, " and ")
 }
