@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,13 +51,13 @@ func TestDumpBenchmark(t *testing.T) {
 	}
 	for range 3 {
 		d := newDumper(t, cfg, scfg, t.TempDir())
-		began := time.Now()
+		began, cpu0 := time.Now(), cpuTime()
 		m := process(t, d)
-		took := time.Since(began)
+		took, cpu := time.Since(began), cpuTime()-cpu0
 		note("dm dump (threads 4, rows 10000)", took)
-		t.Logf("dm dump: %d rows, %d chunks, %.1f MB in %v = %.0f rows/s, %.1f MB/s; lock held %v; peak RSS of the test process %s",
+		t.Logf("dm dump: %d rows, %d chunks, %.1f MB in %v = %.0f rows/s, %.1f MB/s, CPU %v; lock held %v; peak RSS of the test process %s",
 			m.Rows(), m.Chunks(), float64(m.Bytes())/1e6, took, float64(m.Rows())/took.Seconds(),
-			float64(m.Bytes())/1e6/took.Seconds(), m.LockHeld, peakRSS())
+			float64(m.Bytes())/1e6/took.Seconds(), cpu.Round(time.Millisecond), m.LockHeld, peakRSS())
 		if m.Rows() != tables*rows {
 			t.Errorf("dumped %d rows, want %d", m.Rows(), tables*rows)
 		}
@@ -64,7 +65,9 @@ func TestDumpBenchmark(t *testing.T) {
 		note("mariadb-dump --single-transaction", timeCommand(t, "mariadb-dump --single-transaction", mariadbtest.Program(t, "mariadb-dump"),
 			append(dumpArgs, "--result-file="+filepath.Join(t.TempDir(), "dump.sql"))...))
 		if mydumper != "" {
-			note("mydumper --threads 4 --rows 10000", timeCommand(t, "mydumper", mydumper, append(myArgs, "--outputdir", filepath.Join(t.TempDir(), "my"))...))
+			out := filepath.Join(t.TempDir(), "my")
+			note("mydumper --threads 4 --rows 10000", timeCommand(t, "mydumper", mydumper, append(myArgs, "--outputdir", out)...))
+			t.Logf("mydumper wrote %.1f MB", float64(dirSize(t, out))/1e6)
 		}
 	}
 	for what, d := range best {
@@ -75,12 +78,24 @@ func TestDumpBenchmark(t *testing.T) {
 func timeCommand(t *testing.T, what, path string, args ...string) time.Duration {
 	t.Helper()
 	began := time.Now()
-	out, err := exec.CommandContext(t.Context(), path, args...).CombinedOutput()
+	cmd := exec.CommandContext(t.Context(), path, args...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("%s: %v\n%s", what, err, out)
 		return 0
 	}
-	return time.Since(began)
+	took := time.Since(began)
+	t.Logf("%s: %v, CPU %v", what, took.Round(time.Millisecond), (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Round(time.Millisecond))
+	return took
+}
+
+// cpuTime is the CPU time (user + system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // peakRSS is VmHWM of this process.
@@ -95,4 +110,19 @@ func peakRSS() string {
 		}
 	}
 	return "unknown"
+}
+
+// dirSize is the size of the files in dir.
+func dirSize(t *testing.T, dir string) (n int64) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			n += info.Size()
+		}
+	}
+	return n
 }

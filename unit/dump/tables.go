@@ -142,6 +142,11 @@ func readTableInfo(ctx context.Context, c *sql.Conn, t tableRef, log *zap.Logger
 		case "bit":
 			expr = "CAST(" + expr + " AS UNSIGNED)"
 			dc.Load = dumpfile.LoadBit
+		case "year":
+			// go-sql-driver parses YEAR as an integer (0000 becomes 0,
+			// which LOAD DATA reads as 2000); as a string it keeps
+			// MariaDB's four digits.
+			expr = "CAST(" + expr + " AS CHAR)"
 		}
 		exprs = append(exprs, expr)
 		info.columns = append(info.columns, dc)
