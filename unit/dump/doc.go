@@ -12,9 +12,12 @@
 // MariaDB's binlog_snapshot_file/position status instead.
 //
 // Rows are read with SET NAMES binary and time_zone +00:00 as the stored
-// bytes of each column (FLOAT as CAST AS DOUBLE, BIT as CAST AS UNSIGNED),
-// in chunks of about mydumper.rows rows split on the primary key (or the
-// first unique key of NOT NULL columns), by `threads` workers in parallel.
+// bytes of each column (FLOAT as CAST AS DOUBLE, BIT as CAST AS UNSIGNED,
+// YEAR as CAST AS CHAR), in chunks of about mydumper.rows rows split on the
+// primary key (or the first unique key of NOT NULL columns), by `threads`
+// workers in parallel. go-sql-driver parses integer and DOUBLE fields of
+// the text protocol, so their text is Go's (no ZEROFILL padding, "1e+308"
+// for MariaDB's "1e308"): the same values, exactly.
 //
 // DDL on the selected tables while the dump runs is not supported: table
 // definitions are read as they are when each table is reached, and a table
