@@ -186,13 +186,21 @@ func dumpTable(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int, 
 		}
 		q += " ORDER BY " + strings.Join(keys, ", ")
 	}
-	data, err := conn.QueryContext(ctx, q)
+	writeChunks(t, conn, dir, idx, rowsPerChunk, q, len(sel), &tb)
+	return tb
+}
+
+// writeChunks runs q and writes its rows (n columns) as chunk files of
+// rowsPerChunk rows (an empty table gets one empty chunk).
+func writeChunks(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int, q string, n int, tb *dumpfile.Table) {
+	t.Helper()
+	data, err := conn.QueryContext(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer data.Close()
-	vals := make([]sql.RawBytes, len(sel))
-	ptrs := make([]any, len(sel))
+	vals := make([]sql.RawBytes, n)
+	ptrs := make([]any, n)
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
@@ -231,7 +239,6 @@ func dumpTable(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int, 
 	if inChunk > 0 || len(tb.Chunks) == 0 {
 		flush()
 	}
-	return tb
 }
 
 // tableRows reads a whole table as text rows, sorted.

@@ -64,7 +64,9 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	dir := t.TempDir()
 	m := e.dumpTables(t, dir, "full1", "dump-1", 2, tn("app", "types"), tn("app", "nokey"), tn("app", "shard_1"),
 		tn("app", "shard_2"), tn("app", "noins"), tn("app", "precreated"), tn("app", "empty"))
-	// A schema without tables is created too, with its options.
+	// A schema without tables is created too, with its options. The end
+	// differs from the start, as after writes during the dump.
+	m.End.Pos += 1000
 	m.Schemas = append(m.Schemas, dumpfile.Schema{Name: "empty_db", CreateSQL: "CREATE DATABASE `empty_db` /*!40100 DEFAULT CHARACTER SET latin1 COLLATE latin1_swedish_ci */"})
 	if err := dumpfile.WriteManifest(dir, m); err != nil {
 		t.Fatal(err)
@@ -111,23 +113,7 @@ func loadEverything(t *testing.T, e *env) *Loader {
 		t.Fatalf("dm_load_chunks_total = %v, want %d", got, m.Chunks())
 	}
 
-	// The hand-off: sync starts at the snapshot, safe mode until the end.
-	var name, gtid string
-	var pos int64
-	if err := e.dstDB.QueryRow("SELECT binlog_name, binlog_pos, binlog_gtid FROM dm_meta."+syncmeta.CheckpointTable+
-		" WHERE task = 'full1' AND source = 'mysql-01'").Scan(&name, &pos, &gtid); err != nil {
-		t.Fatal(err)
-	}
-	if name != m.Start.Name || uint32(pos) != m.Start.Pos || gtid != m.Start.GTID {
-		t.Fatalf("sync checkpoint %s:%d %q, want the snapshot %s", name, pos, gtid, m.Start)
-	}
-	if err := e.dstDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta."+syncmeta.SafePointTable+
-		" WHERE task = 'full1' AND source = 'mysql-01' AND worker = ?", syncmeta.HandOffWorker).Scan(&name, &pos); err != nil {
-		t.Fatal(err)
-	}
-	if name != m.End.Name || uint32(pos) != m.End.Pos {
-		t.Fatalf("safe point %s:%d, want the dump's end %s", name, pos, m.End)
-	}
+	e.requireHandOff(t, "full1", m)
 	if n := queryInt(t, e.dstDB, "SELECT COUNT(*) FROM dm_meta.load_checkpoint WHERE task = 'full1'"); n != int64(m.Chunks()) {
 		t.Fatalf("%d chunk records, want %d", n, m.Chunks())
 	}
@@ -160,4 +146,27 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// requireHandOff checks the sync unit's rows the load wrote for task: the
+// checkpoint at the snapshot, the safe point at the dump's end.
+func (e *env) requireHandOff(t *testing.T, task string, m *dumpfile.Manifest) {
+	t.Helper()
+	// The hand-off: sync starts at the snapshot, safe mode until the end.
+	var name, gtid string
+	var pos int64
+	if err := e.dstDB.QueryRow("SELECT binlog_name, binlog_pos, binlog_gtid FROM dm_meta."+syncmeta.CheckpointTable+
+		" WHERE task = ? AND source = 'mysql-01'", task).Scan(&name, &pos, &gtid); err != nil {
+		t.Fatal(err)
+	}
+	if name != m.Start.Name || uint32(pos) != m.Start.Pos || gtid != m.Start.GTID {
+		t.Fatalf("sync checkpoint %s:%d %q, want the snapshot %s", name, pos, gtid, m.Start)
+	}
+	if err := e.dstDB.QueryRow("SELECT binlog_name, binlog_pos FROM dm_meta."+syncmeta.SafePointTable+
+		" WHERE task = ? AND source = 'mysql-01' AND worker = ?", task, syncmeta.HandOffWorker).Scan(&name, &pos); err != nil {
+		t.Fatal(err)
+	}
+	if name != m.End.Name || uint32(pos) != m.End.Pos {
+		t.Fatalf("safe point %s:%d, want the dump's end %s", name, pos, m.End)
+	}
 }
