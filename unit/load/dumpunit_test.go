@@ -14,7 +14,7 @@ import (
 )
 
 // TestLoadAfterDumpUnit loads what the dump unit wrote (every column type,
-// a keyless table, a composite key, an empty table, many chunks): the target equals the
+// a keyless table, a composite key, an empty table, a 5 MB BLOB of bytes that need escaping, many chunks): the target equals the
 // source.
 func TestLoadAfterDumpUnit(t *testing.T) {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
@@ -33,7 +33,9 @@ func TestLoadAfterDumpUnit(t *testing.T) {
 		"CREATE TABLE app.nokey (a INT, b TEXT)", "INSERT INTO app.nokey SELECT seq % 10, REPEAT('x', seq) FROM app.seq_1_to_300",
 		"CREATE TABLE app.pair (a INT, b VARCHAR(10), v DOUBLE, PRIMARY KEY (a, b))",
 		"INSERT INTO app.pair SELECT seq % 50, CONCAT('k', seq), seq / 7 FROM app.seq_1_to_3000",
-		"CREATE TABLE app.empty (id INT PRIMARY KEY)")
+		"CREATE TABLE app.empty (id INT PRIMARY KEY)",
+		"CREATE TABLE app.blobs (id INT PRIMARY KEY, b LONGBLOB)",
+		"INSERT INTO app.blobs VALUES (1, REPEAT(UNHEX('00FF5C090A0D27'), 700000)), (2, ''), (3, NULL)")
 
 	dir := t.TempDir()
 	cfg, srcCfg := e.configs("withdump", config.ModeAll, 4)
@@ -55,7 +57,7 @@ func TestLoadAfterDumpUnit(t *testing.T) {
 
 	l := newLoader(t, cfg, srcCfg, dir, nil)
 	requireOK(t, process(t, l))
-	for _, table := range []string{"app.types", "app.nokey", "app.pair", "app.empty"} {
+	for _, table := range []string{"app.types", "app.nokey", "app.pair", "app.empty", "app.blobs"} {
 		e.requireEqual(t, table, table)
 	}
 	var name string
