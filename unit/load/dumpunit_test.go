@@ -14,8 +14,8 @@ import (
 )
 
 // TestLoadAfterDumpUnit loads what the dump unit wrote (every column type,
-// a keyless table, a composite key, an empty table, a 5 MB BLOB of bytes that need escaping, many chunks): the target equals the
-// source.
+// a keyless table, a composite key, an empty table, a 5 MB BLOB of bytes
+// that need escaping, many chunks): the target equals the source.
 func TestLoadAfterDumpUnit(t *testing.T) {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
 	dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true})
