@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/secret"
+	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
@@ -166,6 +167,11 @@ func (o *startOptions) onTarget(ctx context.Context, e *env, key *secret.Key, ta
 	if err != nil {
 		return fmt.Errorf("--remove-meta: %s: %w", where, err)
 	}
+	loads, err := loadmeta.RemoveTask(ctx, db, t.schema, task)
+	if err != nil {
+		return fmt.Errorf("--remove-meta: %s: %w", where, err)
+	}
+	removed = append(removed, loads...)
 	if len(removed) == 0 {
 		fmt.Fprintf(e.stderr, "note: --remove-meta: task %s had no checkpoints in %s\n", task, where)
 	}

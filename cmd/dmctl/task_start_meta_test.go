@@ -12,6 +12,7 @@ import (
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
+	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
@@ -168,12 +169,15 @@ func TestTaskStartTime(t *testing.T) {
 	m.fail([]string{"task", "start", m.taskFile("dry", "incremental"), "--start-time", m.localTime(a.at), "--dry-run"}, "cannot be combined")
 }
 
-// checkpointRows returns "task/source" of every row in the sync unit's
-// tables of dm_meta, sorted, table by table.
+// metaTables are the sync and load units' tables in dm_meta.
+var metaTables = append(slices.Clone(syncmeta.Tables), loadmeta.Tables...)
+
+// checkpointRows returns "task/source" of every row in the sync and load
+// units' tables of dm_meta, sorted, table by table.
 func (m *metaEnv) checkpointRows() map[string][]string {
 	m.t.Helper()
 	out := make(map[string][]string)
-	for _, tbl := range syncmeta.Tables {
+	for _, tbl := range metaTables {
 		rows, err := m.db.Query("SELECT CONCAT(task, '/', source) FROM dm_meta." + tbl)
 		if err != nil {
 			m.t.Fatal(err)
@@ -193,12 +197,12 @@ func (m *metaEnv) checkpointRows() map[string][]string {
 	return out
 }
 
-// putCheckpoints writes checkpoint and safe-point rows of task on sources
-// into tables made by the sync unit's own statements.
+// putCheckpoints writes checkpoint and safe-point rows, and load records,
+// of task on sources into tables made by the units' own statements.
 func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 	m.t.Helper()
 	ctx := context.Background()
-	for _, q := range syncmeta.CreateStatements("dm_meta") {
+	for _, q := range append(syncmeta.CreateStatements("dm_meta"), loadmeta.CreateStatements("dm_meta")...) {
 		if _, err := m.db.ExecContext(ctx, q); err != nil {
 			m.t.Fatal(err)
 		}
@@ -206,6 +210,8 @@ func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 	for _, s := range sources {
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid) VALUES (?, ?, 'mariadb-bin.000001', 4, '')", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_safe_point (task, source, worker, binlog_name, binlog_pos) VALUES (?, ?, 0, 'mariadb-bin.000001', 4)", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_checkpoint (task, source, dump_id, chunk_file, table_schema, table_name, row_count, byte_count) VALUES (?, ?, 'd1', 't00000.000000.tsv', 'shop', 't', 1, 2)", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_status (task, source, dump_id, finished) VALUES (?, ?, 'd1', 1)", task, s)
 	}
 }
 
@@ -223,7 +229,7 @@ func TestTaskStartRemoveMeta(t *testing.T) {
 	check := func(step string, want []string) {
 		t.Helper()
 		got := m.checkpointRows()
-		for _, tbl := range syncmeta.Tables {
+		for _, tbl := range metaTables {
 			if !slices.Equal(got[tbl], want) {
 				t.Errorf("%s: rows of %s = %v, want %v", step, tbl, got[tbl], want)
 			}
@@ -238,7 +244,9 @@ func TestTaskStartRemoveMeta(t *testing.T) {
 	r := m.ok("task", "start", m.taskFile("tr", "incremental"), "--start-time", at, "--remove-meta")
 	check("--remove-meta", others)
 	for _, w := range []string{"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_checkpoint`",
-		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_safe_point`"} {
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_safe_point`",
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_checkpoint`",
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_status`"} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("--remove-meta stderr lacks %q:\n%s", w, r.stderr)
 		}

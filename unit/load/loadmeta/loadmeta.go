@@ -9,8 +9,6 @@ package loadmeta
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
@@ -57,91 +55,6 @@ func CreateStatements(schema string) []string {
 // it deleted from each table that held rows of the task. Missing tables
 // are skipped; rows of other tasks stay. The loaded rows of the task's
 // tables are not touched: clean those before loading again.
-func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Removed, err error) {
-	present, err := existingTables(ctx, db, schema)
-	if err != nil || len(present) == 0 {
-		return nil, err
-	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("remove load records of task %s in %s: begin: %w", task, syncmeta.QuoteName(schema), err)
-	}
-	defer func() {
-		if err != nil {
-			if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-				err = errors.Join(err, rerr)
-			}
-		}
-	}()
-	var out []Removed
-	for _, t := range present {
-		name := syncmeta.QuoteName(schema) + "." + syncmeta.QuoteName(t)
-		sources, err := taskSources(ctx, tx, name, task)
-		if err != nil {
-			return nil, err
-		}
-		res, err := tx.ExecContext(ctx, "DELETE FROM "+name+" WHERE task = ?", task)
-		if err != nil {
-			return nil, fmt.Errorf("delete rows of task %s from %s: %w", task, name, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("delete rows of task %s from %s: %w", task, name, err)
-		}
-		if n > 0 {
-			out = append(out, Removed{Table: name, Rows: n, Sources: sources})
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("remove load records of task %s in %s: commit: %w", task, syncmeta.QuoteName(schema), err)
-	}
-	return out, nil
-}
-
-// existingTables returns the load unit's tables present in schema, in the
-// order of Tables.
-func existingTables(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)",
-		schema, CheckpointTable, StatusTable)
-	if err != nil {
-		return nil, fmt.Errorf("look for the load tables in meta schema %s: %w", syncmeta.QuoteName(schema), err)
-	}
-	found := make(map[string]bool)
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, errors.Join(fmt.Errorf("look for the load tables: %w", err), rows.Close())
-		}
-		found[n] = true
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("look for the load tables in meta schema %s: %w", syncmeta.QuoteName(schema), err)
-	}
-	var out []string
-	for _, t := range Tables {
-		if found[t] {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
-// taskSources returns the sources with rows of task in table, sorted.
-func taskSources(ctx context.Context, tx *sql.Tx, table, task string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT DISTINCT source FROM "+table+" WHERE task = ? ORDER BY source", task)
-	if err != nil {
-		return nil, fmt.Errorf("read rows of task %s in %s: %w", task, table, err)
-	}
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, errors.Join(fmt.Errorf("read rows of task %s in %s: %w", task, table, err), rows.Close())
-		}
-		out = append(out, s)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("read rows of task %s in %s: %w", task, table, err)
-	}
-	return out, nil
+func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) ([]Removed, error) {
+	return syncmeta.RemoveTaskRows(ctx, db, schema, task, Tables)
 }

@@ -64,8 +64,15 @@ func QuoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") 
 // tables in schema on the target db, in one transaction, and returns what
 // it deleted from each table that held rows of the task. Missing tables
 // are skipped; rows of other tasks stay.
-func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Removed, err error) {
-	present, err := existingTables(ctx, db, schema)
+func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) ([]Removed, error) {
+	return RemoveTaskRows(ctx, db, schema, task, Tables)
+}
+
+// RemoveTaskRows is RemoveTask for the given tables of schema (each keyed
+// by task and source), for the units whose tables live in the meta schema
+// too (loadmeta).
+func RemoveTaskRows(ctx context.Context, db *sql.DB, schema, task string, tables []string) (_ []Removed, err error) {
+	present, err := existingTables(ctx, db, schema, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +81,7 @@ func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Remov
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("remove checkpoints of task %s in %s: begin: %w", task, QuoteName(schema), err)
+		return nil, fmt.Errorf("remove rows of task %s in meta schema %s: begin: %w", task, QuoteName(schema), err)
 	}
 	defer func() {
 		if err != nil {
@@ -101,7 +108,7 @@ func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Remov
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("remove checkpoints of task %s in %s: commit: %w", task, QuoteName(schema), err)
+		return nil, fmt.Errorf("remove rows of task %s in meta schema %s: commit: %w", task, QuoteName(schema), err)
 	}
 	return out, nil
 }
@@ -109,7 +116,7 @@ func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) (_ []Remov
 // TaskSources returns the sources that have a checkpoint of task in
 // schema, sorted; none when the table is missing.
 func TaskSources(ctx context.Context, db *sql.DB, schema, task string) ([]string, error) {
-	present, err := existingTables(ctx, db, schema)
+	present, err := existingTables(ctx, db, schema, Tables)
 	if err != nil || !slices.Contains(present, CheckpointTable) {
 		return nil, err
 	}
@@ -121,27 +128,26 @@ func TaskSources(ctx context.Context, db *sql.DB, schema, task string) ([]string
 	return scanSources(rows, task, CheckpointTable)
 }
 
-// existingTables returns the sync unit's tables present in schema, in the
-// order of Tables.
-func existingTables(ctx context.Context, db *sql.DB, schema string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)",
-		schema, CheckpointTable, SafePointTable)
+// existingTables returns those of tables present in schema, in the order
+// of tables.
+func existingTables(ctx context.Context, db *sql.DB, schema string, tables []string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", schema)
 	if err != nil {
-		return nil, fmt.Errorf("look for the checkpoint tables in meta schema %s: %w", QuoteName(schema), err)
+		return nil, fmt.Errorf("look for the tables %s in meta schema %s: %w", strings.Join(tables, ", "), QuoteName(schema), err)
 	}
 	found := make(map[string]bool)
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			return nil, errors.Join(fmt.Errorf("look for the checkpoint tables: %w", err), rows.Close())
+			return nil, errors.Join(fmt.Errorf("look for the tables of meta schema %s: %w", QuoteName(schema), err), rows.Close())
 		}
 		found[n] = true
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, fmt.Errorf("look for the checkpoint tables in meta schema %s: %w", QuoteName(schema), err)
+		return nil, fmt.Errorf("look for the tables %s in meta schema %s: %w", strings.Join(tables, ", "), QuoteName(schema), err)
 	}
 	var out []string
-	for _, t := range Tables {
+	for _, t := range tables {
 		if found[t] {
 			out = append(out, t)
 		}
