@@ -74,7 +74,7 @@ func (l *Loader) run(ctx context.Context) error {
 	l.prog.finish()
 	s := l.prog.snapshot()
 	l.logger.Info("load finished", zap.String("dump-id", m.DumpID), zap.Int64("rows", s.Rows), zap.Int64("bytes", s.Bytes),
-		zap.Float64("rows-per-second", s.Rate), zap.Stringer("start", m.Start), zap.Stringer("safe-until", m.End))
+		zap.Float64("rows-per-second", s.RowsPerSecond), zap.Stringer("start", m.Start), zap.Stringer("safe-until", m.End))
 	l.cleanup(m)
 	return nil
 }

@@ -22,11 +22,12 @@ type Status struct {
 	Rows        int64  `json:"rows"`
 	BytesTotal  int64  `json:"bytes-total"`
 	Bytes       int64  `json:"bytes"`
-	// Rate is rows per second loaded by the current (or last) run.
-	Rate float64 `json:"rate"`
-	// ETASeconds is the time left at Rate; 0 when unknown or done.
-	ETASeconds float64 `json:"eta-seconds"`
-	Finished   bool    `json:"finished"`
+	// RowsPerSecond is the rate of the current (or last) run, as the dump
+	// unit shows it.
+	RowsPerSecond float64 `json:"rows-per-second"`
+	// ETASeconds is the time left at that rate; absent when unknown or done.
+	ETASeconds *float64 `json:"eta-seconds,omitempty"`
+	Finished   bool     `json:"finished"`
 }
 
 // progress is the unit's running state behind Status; safe for concurrent
@@ -92,10 +93,11 @@ func (p *progress) snapshot() Status {
 	defer p.mu.Unlock()
 	st := p.st
 	if el := p.lastUpdate.Sub(p.runStart).Seconds(); el > 0 && p.runRows > 0 {
-		st.Rate = float64(p.runRows) / el
+		st.RowsPerSecond = float64(p.runRows) / el
 	}
-	if st.Rate > 0 && !st.Finished && st.RowsTotal > st.Rows {
-		st.ETASeconds = float64(st.RowsTotal-st.Rows) / st.Rate
+	if st.RowsPerSecond > 0 && !st.Finished && st.RowsTotal > st.Rows {
+		eta := float64(st.RowsTotal-st.Rows) / st.RowsPerSecond
+		st.ETASeconds = &eta
 	}
 	return st
 }
