@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make demo: throwaway MariaDB source and target, one dm-worker with embedded etcd, a source and an
-# incremental task created with dmctl, a short workload, the task's status, and a check that the
-# target equals the source. Everything it starts is stopped at the end; KEEP=1 leaves it running
+# make demo: throwaway MariaDB source and target, one dm-worker with embedded etcd, rows on the source,
+# a source and a task in mode `all` created with dmctl (dump → load → sync, with progress shown), a
+# workload while it syncs, the task's status, a check that the target equals the source, and a
+# change-data-capture stream to files. Everything it starts is stopped at the end; KEEP=1 leaves it running
 # and prints how to stop it. All traffic stays on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -56,9 +57,22 @@ trap cleanup EXIT
 scripts/mariadb-instance.sh start "$work/source" "$src_port" source 101
 scripts/mariadb-instance.sh start "$work/target" "$tgt_port" target 102
 
-# The task starts from the source's current position, so the CREATE statements below replicate too.
+# The stream starts from the source's position before any row exists, so it carries every change.
 read -r binlog_name binlog_pos < <(mysql "$src_port" -N -e 'SHOW MASTER STATUS' | awk '{print $1, $2}')
 echo "demo: source binlog at $binlog_name:$binlog_pos"
+
+rows=${DEMO_ROWS:-200000}
+echo "demo: $rows rows on the source before the task starts"
+mysql "$src_port" -e "
+CREATE DATABASE shop;
+CREATE TABLE shop.orders (id BIGINT PRIMARY KEY AUTO_INCREMENT, customer VARCHAR(64) NOT NULL,
+  amount DECIMAL(12,2) NOT NULL, note TEXT, created DATETIME(3) NOT NULL, KEY (customer));
+INSERT INTO shop.orders (customer, amount, note, created)
+  SELECT CONCAT('customer-', seq % 5000), seq * 1.25, IF(seq % 7 = 0, NULL, CONCAT('note ', seq, ' ✓')), NOW(3)
+  FROM seq_1_to_$rows;
+CREATE TABLE shop.customers (name VARCHAR(64) PRIMARY KEY, since DATE, vip BIT(1));
+INSERT INTO shop.customers SELECT CONCAT('customer-', seq), '2020-01-01' + INTERVAL seq DAY, seq % 10 = 0
+  FROM seq_0_to_4999;"
 
 "$root/bin/dm-worker" --name demo-worker --embed-etcd \
 	--etcd-endpoints "http://127.0.0.1:$etcd_port" --status-addr "127.0.0.1:$http_port" \
@@ -83,14 +97,16 @@ from: {host: 127.0.0.1, port: $src_port, user: root, password: ""}
 EOF
 cat >"$work/task.yaml" <<EOF
 name: demo
-task-mode: incremental
+task-mode: all
 target-database: {host: 127.0.0.1, port: $tgt_port, user: root, password: ""}
 mysql-instances:
   - source-id: demo-source
-    meta: {binlog-name: $binlog_name, binlog-pos: $binlog_pos}
     block-allow-list: demo-only
+    mydumper-config-name: demo
 block-allow-list:
   demo-only: {do-dbs: ["shop"]}
+mydumpers:
+  demo: {threads: 4, rows: 10000}
 EOF
 cat >"$work/stream.yaml" <<EOF
 name: demo-cdc
@@ -103,44 +119,59 @@ sink:
   file: {dir: $work/cdc, rotate-size: 64MiB}
 EOF
 dmctl source create "$work/source.yaml" --worker demo-worker
+dmctl task check "$work/task.yaml"
 dmctl task start "$work/task.yaml"
 dmctl stream create "$work/stream.yaml"
 
-echo "demo: workload on the source"
+# The subtask goes Dump → Load → Sync; print its unit and progress whenever they change.
+echo "demo: task demo (mode all) copies the existing rows, then replicates"
+last=""
+for _ in $(seq 1 1200); do
+	st=$(dmctl task status demo 2>/dev/null | grep -E '^source |^  progress:' || true)
+	if [ "$st" != "$last" ]; then
+		echo "$st" | cut -c1-300
+		last=$st
+	fi
+	echo "$st" | grep -q 'unit Sync' && break
+	if echo "$st" | grep -qE 'stage (Paused|Stopped)'; then
+		dmctl task status demo >&2 || true
+		echo "demo: the task stopped; see $work/worker.log" >&2
+		exit 1
+	fi
+	sleep 0.5
+done
+
+echo "demo: workload on the source while the task syncs"
 mysql "$src_port" -e "
-CREATE DATABASE shop;
-USE shop;
-CREATE TABLE shop.orders (id BIGINT PRIMARY KEY AUTO_INCREMENT, customer VARCHAR(64) NOT NULL,
-  amount DECIMAL(12,2) NOT NULL, note TEXT, created DATETIME(3) NOT NULL);
-INSERT INTO shop.orders (customer, amount, note, created)
-  SELECT CONCAT('customer-', seq), seq * 1.25, IF(seq % 7 = 0, NULL, CONCAT('note ', seq, ' ✓')), NOW(3)
-  FROM seq_1_to_5000;
 UPDATE shop.orders SET amount = amount + 10 WHERE id % 5 = 0;
 DELETE FROM shop.orders WHERE id % 11 = 0;
+INSERT INTO shop.orders (customer, amount, note, created)
+  SELECT CONCAT('customer-', seq), seq * 0.5, 'new ✓', NOW(3) FROM seq_1_to_5000;
 ALTER TABLE shop.orders ADD COLUMN status VARCHAR(16) NOT NULL DEFAULT 'new';
-UPDATE shop.orders SET status = 'paid' WHERE id % 3 = 0;"
+UPDATE shop.orders SET status = 'paid' WHERE id % 3 = 0;
+UPDATE shop.customers SET vip = 1 WHERE name LIKE 'customer-1%';"
 
-want=$(mysql "$src_port" -N -e 'CHECKSUM TABLE shop.orders' | awk '{print $2}')
+want=$(mysql "$src_port" -N -e 'CHECKSUM TABLE shop.orders, shop.customers' | awk '{print $2}' | paste -sd,)
 echo "demo: waiting for the target to catch up"
 got=""
 for _ in $(seq 1 600); do
-	got=$(mysql "$tgt_port" -N -e 'CHECKSUM TABLE shop.orders' 2>/dev/null | awk '{print $2}' || true)
+	got=$(mysql "$tgt_port" -N -e 'CHECKSUM TABLE shop.orders, shop.customers' 2>/dev/null | awk '{print $2}' | paste -sd, || true)
 	[ "$got" = "$want" ] && break
 	sleep 0.1
 done
 echo
 dmctl task status demo
 echo
-rows=$(mysql "$tgt_port" -N -e 'SELECT COUNT(*) FROM shop.orders')
+count=$(mysql "$tgt_port" -N -e 'SELECT COUNT(*) FROM shop.orders')
 if [ "$got" = "$want" ]; then
-	echo "demo: OK — target equals source (CHECKSUM $want, $rows rows in shop.orders)"
+	echo "demo: OK — target equals source (CHECKSUM $want; $count rows in shop.orders)"
 else
 	echo "demo: target does not equal source (source CHECKSUM $want, target ${got:-none}); see $work/worker.log" >&2
 	exit 1
 fi
 
-# Every row change above is also a change event of the demo-cdc stream: 5000 inserts, the updates and
-# deletes, and the DDL statements as DDL events.
+# Every row change above is also a change event of the demo-cdc stream: the inserts before the task,
+# the workload's updates, deletes and inserts, and the DDL statements as DDL events.
 read -r end_name end_pos < <(mysql "$src_port" -N -e 'SHOW MASTER STATUS' | awk '{print $1, $2}')
 echo
 echo "demo: waiting for stream demo-cdc to reach $end_name:$end_pos"
@@ -153,9 +184,9 @@ events=$(cat "$work"/cdc/*.jsonl 2>/dev/null | wc -l)
 echo
 echo "demo: first change events in $work/cdc:"
 head -q -n 3 "$work"/cdc/demo-cdc.*.jsonl 2>/dev/null | cut -c1-400
-if [ "$events" -gt 5000 ]; then
+if [ "$events" -gt "$rows" ]; then
 	echo "demo: OK — stream demo-cdc delivered $events change events"
 else
-	echo "demo: stream demo-cdc delivered $events change events, expected more than 5000; see $work/worker.log" >&2
+	echo "demo: stream demo-cdc delivered $events change events, expected more than $rows; see $work/worker.log" >&2
 	exit 1
 fi
