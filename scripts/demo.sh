@@ -69,10 +69,10 @@ CREATE TABLE shop.orders (id BIGINT PRIMARY KEY AUTO_INCREMENT, customer VARCHAR
   amount DECIMAL(12,2) NOT NULL, note TEXT, created DATETIME(3) NOT NULL, KEY (customer));
 INSERT INTO shop.orders (customer, amount, note, created)
   SELECT CONCAT('customer-', seq % 5000), seq * 1.25, IF(seq % 7 = 0, NULL, CONCAT('note ', seq, ' ✓')), NOW(3)
-  FROM seq_1_to_$rows;
+  FROM shop.seq_1_to_$rows;
 CREATE TABLE shop.customers (name VARCHAR(64) PRIMARY KEY, since DATE, vip BIT(1));
 INSERT INTO shop.customers SELECT CONCAT('customer-', seq), '2020-01-01' + INTERVAL seq DAY, seq % 10 = 0
-  FROM seq_0_to_4999;"
+  FROM shop.seq_0_to_4999;"
 
 "$root/bin/dm-worker" --name demo-worker --embed-etcd \
 	--etcd-endpoints "http://127.0.0.1:$etcd_port" --status-addr "127.0.0.1:$http_port" \
@@ -146,7 +146,7 @@ mysql "$src_port" -e "
 UPDATE shop.orders SET amount = amount + 10 WHERE id % 5 = 0;
 DELETE FROM shop.orders WHERE id % 11 = 0;
 INSERT INTO shop.orders (customer, amount, note, created)
-  SELECT CONCAT('customer-', seq), seq * 0.5, 'new ✓', NOW(3) FROM seq_1_to_5000;
+  SELECT CONCAT('customer-', seq), seq * 0.5, 'new ✓', NOW(3) FROM shop.seq_1_to_5000;
 ALTER TABLE shop.orders ADD COLUMN status VARCHAR(16) NOT NULL DEFAULT 'new';
 UPDATE shop.orders SET status = 'paid' WHERE id % 3 = 0;
 UPDATE shop.customers SET vip = 1 WHERE name LIKE 'customer-1%';"
