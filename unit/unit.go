@@ -10,9 +10,11 @@ package unit
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"go.uber.org/zap"
 )
 
 // Type names a kind of unit, as shown in status ("unit" field).
@@ -107,3 +109,18 @@ type Unit interface {
 // ErrUpdateUnsupported is returned (possibly wrapped) by Update when the new
 // config cannot be applied in place.
 var ErrUpdateUnsupported = errors.New("unit: update not supported; recreate the subtask")
+
+// Outcome is the Result of a run of Process or Resume that returned err:
+// canceled when ctx was cancelled (a pause or close, whatever err says),
+// done when err is nil, else failed with err (logged with what, e.g. "sync
+// unit").
+func Outcome(ctx context.Context, err error, logger *zap.Logger, what string) Result {
+	if ctx.Err() != nil {
+		return Result{IsCanceled: true}
+	}
+	if err == nil {
+		return Result{}
+	}
+	logger.Warn(what+" stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
+	return Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,38 +84,10 @@ loaders:
 `, task, mode, f.tgt.Port(), fdSource, fdDB, fdDB, fdMerged, fdDB, fdDB, rows))
 }
 
-// subtask reads task's status from the current worker.
-func (f *fullData) subtask(task string) (fdDoc, error) {
-	var d fdDoc
-	res, err := httpDo(http.MethodGet, f.w.url("/api/v1/subtasks/"+task), "")
-	if err != nil {
-		return d, err
-	}
-	if res.code != http.StatusOK {
-		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %d %s", task, res.code, res.body)
-	}
-	if err := json.Unmarshal([]byte(res.body), &d); err != nil {
-		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %w\n%s", task, err, res.body)
-	}
-	return d, nil
-}
-
 // waitSubtask waits up to d until task's status satisfies cond.
 func (f *fullData) waitSubtask(task string, d time.Duration, what string, cond func(fdDoc) bool) fdDoc {
 	f.t.Helper()
-	var ok fdDoc
-	testutil.Eventually(f.t, d, what, func() error {
-		st, err := f.subtask(task)
-		if err != nil {
-			return err
-		}
-		if !cond(st) {
-			return fmt.Errorf("subtask %v", st)
-		}
-		ok = st
-		return nil
-	})
-	return ok
+	return waitSubtask(f.t, f.w, task, d, what, cond)
 }
 
 // fdDoc is the subtask status the full-data tests read.
@@ -213,29 +184,27 @@ var fdChecksumTables = []string{"fd.types", "fd.big", "fd.nokey", "fd.ck", "fd.u
 // it returns the first difference (nil when equal).
 func (f *fullData) compareFullData() error {
 	for _, c := range fdComparisons {
-		want, err := readRows(f.srcDB, c.source)
-		if err != nil {
-			return fmt.Errorf("source %s: %w", c.name, err)
-		}
-		got, err := readRows(f.tgtDB, c.target)
-		if err != nil {
-			return fmt.Errorf("target %s: %w", c.name, err)
-		}
-		if diff := diffRows(want, got, 3); diff != "" {
-			return fmt.Errorf("%s: target differs (%d rows on the source, %d on the target):\n%s", c.name, len(want), len(got), diff)
+		if err := f.compare(c.name, c.source, c.target); err != nil {
+			return err
 		}
 	}
 	q := "CHECKSUM TABLE " + strings.Join(fdChecksumTables, ", ")
-	want, err := readRows(f.srcDB, q)
+	return f.compare("CHECKSUM TABLE", q, q)
+}
+
+// compare reads source query sq on the source and tq on the target and
+// returns their first differences (nil when the rows are equal).
+func (f *fullData) compare(what, sq, tq string) error {
+	want, err := readRows(f.srcDB, sq)
 	if err != nil {
-		return err
+		return fmt.Errorf("source %s: %w", what, err)
 	}
-	got, err := readRows(f.tgtDB, q)
+	got, err := readRows(f.tgtDB, tq)
 	if err != nil {
-		return err
+		return fmt.Errorf("target %s: %w", what, err)
 	}
-	if diff := diffRows(want, got, 10); diff != "" {
-		return fmt.Errorf("CHECKSUM TABLE differs:\n%s", diff)
+	if diff := diffRows(want, got, 5); diff != "" {
+		return fmt.Errorf("%s: target differs (%d rows on the source, %d on the target):\n%s", what, len(want), len(got), diff)
 	}
 	return nil
 }

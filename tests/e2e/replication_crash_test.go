@@ -154,29 +154,41 @@ func (d subtaskDoc) String() string {
 
 // subtask reads the task's subtask status from the current worker; an
 // error when the worker does not answer or has no such subtask (yet).
-func (r *replication) subtask() (subtaskDoc, error) {
-	var d subtaskDoc
-	res, err := httpDo(http.MethodGet, r.w.url("/api/v1/subtasks/"+replTask), "")
-	if err != nil {
-		return d, err
-	}
-	if res.code != http.StatusOK {
-		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %d %s", replTask, res.code, res.body)
-	}
-	if err := json.Unmarshal([]byte(res.body), &d); err != nil {
-		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %w\n%s", replTask, err, res.body)
-	}
-	return d, nil
-}
+func (r *replication) subtask() (subtaskDoc, error) { return getSubtask[subtaskDoc](r.w, replTask) }
 
 // waitSubtask waits up to d until the subtask's status satisfies cond and
 // returns that status; a timeout prints the last status read (or why none
 // could be read).
 func (r *replication) waitSubtask(d time.Duration, what string, cond func(subtaskDoc) bool) subtaskDoc {
 	r.t.Helper()
-	var ok subtaskDoc
-	testutil.Eventually(r.t, d, what, func() error {
-		st, err := r.subtask()
+	return waitSubtask(r.t, r.w, replTask, d, what, cond)
+}
+
+// getSubtask reads GET /api/v1/subtasks/{task} of worker w into a T; an
+// error when the worker does not answer or has no such subtask (yet).
+func getSubtask[T any](w *workerProc, task string) (T, error) {
+	var d T
+	res, err := httpDo(http.MethodGet, w.url("/api/v1/subtasks/"+task), "")
+	if err != nil {
+		return d, err
+	}
+	if res.code != http.StatusOK {
+		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %d %s", task, res.code, res.body)
+	}
+	if err := json.Unmarshal([]byte(res.body), &d); err != nil {
+		return d, fmt.Errorf("GET /api/v1/subtasks/%s: %w\n%s", task, err, res.body)
+	}
+	return d, nil
+}
+
+// waitSubtask waits up to d until task's status on w satisfies cond and
+// returns that status; a timeout prints the last status read (or why none
+// could be read).
+func waitSubtask[T fmt.Stringer](t *testing.T, w *workerProc, task string, d time.Duration, what string, cond func(T) bool) T {
+	t.Helper()
+	var ok T
+	testutil.Eventually(t, d, what, func() error {
+		st, err := getSubtask[T](w, task)
 		if err != nil {
 			return err
 		}

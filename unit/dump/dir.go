@@ -132,10 +132,20 @@ func clearDir(dir string) error {
 	return nil
 }
 
-// fingerprintChange says which parts of a fingerprint differ (see
-// Fingerprint: "name=value" parts separated by ";").
+// fingerprintChange says which parts of a fingerprint differ.
 func fingerprintChange(old, cur string) string {
-	parts := func(fp string) map[string]string {
+	changed := Changed(old, cur, FingerprintParts...)
+	if len(changed) == 0 {
+		return "the config the dump was taken with changed"
+	}
+	return strings.Join(changed, ", ") + " changed"
+}
+
+// Changed names the given parts (FingerprintParts; all of them when none
+// is given) that differ between two fingerprints (see Fingerprint:
+// "name=value" parts separated by ";"), as "the block-allow list".
+func Changed(old, cur string, parts ...string) []string {
+	split := func(fp string) map[string]string {
 		m := map[string]string{}
 		for _, p := range strings.Split(fp, ";") {
 			k, v, _ := strings.Cut(p, "=")
@@ -143,15 +153,15 @@ func fingerprintChange(old, cur string) string {
 		}
 		return m
 	}
-	o, c := parts(old), parts(cur)
+	if len(parts) == 0 {
+		parts = FingerprintParts
+	}
+	o, c := split(old), split(cur)
 	var changed []string
-	for _, k := range fingerprintParts {
+	for _, k := range parts {
 		if o[k] != c[k] {
 			changed = append(changed, fingerprintNames[k])
 		}
 	}
-	if len(changed) == 0 {
-		return "the config the dump was taken with changed"
-	}
-	return strings.Join(changed, ", ") + " changed"
+	return changed
 }

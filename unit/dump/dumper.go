@@ -90,14 +90,20 @@ func effectiveRows(cfg *config.SubTaskConfig) int64 {
 	return cfg.Mydumper.Rows
 }
 
-// Parts of a fingerprint, in order, and what they name in a log line.
-var (
-	fingerprintParts = []string{"ba", "cs", "source", "rows"}
-	fingerprintNames = map[string]string{
-		"ba": "the block-allow list", "cs": "case sensitivity",
-		"source": "the source's endpoint (from.host/port)", "rows": "mydumper.rows",
-	}
+// Parts of a fingerprint, in order, and what they name in a log line:
+// FingerprintBAList and FingerprintCase decide which tables a dump holds.
+const (
+	FingerprintBAList = "ba"
+	FingerprintCase   = "cs"
 )
+
+// FingerprintParts are the parts of a fingerprint, in order.
+var FingerprintParts = []string{FingerprintBAList, FingerprintCase, "source", "rows"}
+
+var fingerprintNames = map[string]string{
+	FingerprintBAList: "the block-allow list", FingerprintCase: "case sensitivity",
+	"source": "the source's endpoint (from.host/port)", "rows": "mydumper.rows",
+}
 
 // Fingerprint sums what decides a dump's contents: the block-allow list,
 // case sensitivity, the source's endpoint and the chunk size
@@ -173,14 +179,7 @@ func (d *Dumper) Process(ctx context.Context) unit.Result { return d.result(ctx,
 func (d *Dumper) Resume(ctx context.Context) unit.Result { return d.result(ctx, d.run(ctx)) }
 
 func (d *Dumper) result(ctx context.Context, err error) unit.Result {
-	if ctx.Err() != nil {
-		return unit.Result{IsCanceled: true}
-	}
-	if err == nil {
-		return unit.Result{}
-	}
-	d.logger.Warn("dump unit stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
-	return unit.Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
+	return unit.Outcome(ctx, err, d.logger, "dump unit")
 }
 
 // Pause does nothing: a run closes its connections when it returns.

@@ -59,7 +59,7 @@ func TestManifestRoundTrip(t *testing.T) {
 		t.Fatalf("empty dir: %v, want ErrNoManifest", err)
 	}
 	m := &Manifest{DumpID: "d1", Task: "t", Source: "s", Method: MethodFlushLock,
-		Start: binlog.Location{Name: "b.000001", Pos: 4, GTID: "0-1-2"},
+		Start:  binlog.Location{Name: "b.000001", Pos: 4, GTID: "0-1-2"},
 		Tables: []Table{{Schema: "db", Name: "a\tb", Chunks: []Chunk{{File: ChunkFile(0, 0), Rows: 3, Bytes: 10}, {File: ChunkFile(0, 1), Rows: 2, Bytes: 5}}}}}
 	if err := WriteManifest(dir, m); err != nil {
 		t.Fatal(err)

@@ -152,14 +152,7 @@ func (l *Loader) Process(ctx context.Context) unit.Result { return l.result(ctx,
 func (l *Loader) Resume(ctx context.Context) unit.Result { return l.result(ctx, l.run(ctx)) }
 
 func (l *Loader) result(ctx context.Context, err error) unit.Result {
-	if ctx.Err() != nil {
-		return unit.Result{IsCanceled: true}
-	}
-	if err == nil {
-		return unit.Result{}
-	}
-	l.logger.Warn("load unit stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
-	return unit.Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
+	return unit.Outcome(ctx, err, l.logger, "load unit")
 }
 
 // Pause does nothing: a run's transactions end with it; the pool is kept

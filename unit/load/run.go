@@ -181,30 +181,14 @@ func (l *Loader) cleanup(m *dumpfile.Manifest) {
 	l.logger.Info("removed the loaded dump files", zap.String("dir", l.dir), zap.Int("chunks", m.Chunks()))
 }
 
-// selectionChanged names the parts of the dump unit's fingerprint (see
-// dump.Fingerprint: "name=value" parts separated by ";") that decide which
-// tables a dump holds and that differ between the dump's and the current
-// config's; "" when none does or the dump has no fingerprint. The source's
-// endpoint and the chunk size may change after the dump: its rows stay the
-// snapshot's.
+// selectionChanged names the parts of the dump unit's fingerprint that
+// decide which tables a dump holds and that differ between the dump's and
+// the current config's; "" when none does or the dump has no fingerprint.
+// The source's endpoint and the chunk size may change after the dump: its
+// rows stay the snapshot's.
 func selectionChanged(dumped, current string) string {
 	if dumped == "" {
 		return ""
 	}
-	parts := func(fp string) map[string]string {
-		m := map[string]string{}
-		for _, p := range strings.Split(fp, ";") {
-			k, v, _ := strings.Cut(p, "=")
-			m[k] = v
-		}
-		return m
-	}
-	d, c := parts(dumped), parts(current)
-	var changed []string
-	for _, p := range []struct{ key, name string }{{"ba", "the block-allow list"}, {"cs", "the case sensitivity"}} {
-		if d[p.key] != c[p.key] {
-			changed = append(changed, p.name)
-		}
-	}
-	return strings.Join(changed, " and ")
+	return strings.Join(dump.Changed(dumped, current, dump.FingerprintBAList, dump.FingerprintCase), " and ")
 }

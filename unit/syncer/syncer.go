@@ -193,14 +193,7 @@ func (s *Syncer) Process(ctx context.Context) unit.Result { return s.result(ctx,
 func (s *Syncer) Resume(ctx context.Context) unit.Result { return s.result(ctx, s.run(ctx)) }
 
 func (s *Syncer) result(ctx context.Context, err error) unit.Result {
-	if ctx.Err() != nil {
-		return unit.Result{IsCanceled: true}
-	}
-	if err == nil {
-		return unit.Result{}
-	}
-	s.logger.Warn("sync unit stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
-	return unit.Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
+	return unit.Outcome(ctx, err, s.logger, "sync unit")
 }
 
 // Pause does nothing: a run releases its binlog stream and workers when it
