@@ -178,3 +178,34 @@ func firstRow(rows *sql.Rows) (_ []sql.NullString, err error) {
 	}
 	return vals, rows.Err()
 }
+
+// PlainDB opens a root pool that reads every value as text (parseTime off)
+// in UTC, with sql_mode NO_ENGINE_SUBSTITUTION, for comparing rows byte
+// for byte; it is closed in tb's Cleanup.
+func (i *Instance) PlainDB(tb testing.TB) *sql.DB {
+	tb.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net = RootUser, "tcp"
+	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.port))
+	cfg.Params = map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"}
+	cfg.Timeout = 10 * time.Second
+	cfg.TLSConfig = i.tlsName
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		tb.Fatalf("mariadbtest: plain pool for %q: %v", i.opts.Name, err)
+	}
+	db := sql.OpenDB(connector)
+	tb.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// MustExec runs queries on db in order and fails the test at the first
+// error.
+func MustExec(tb testing.TB, db *sql.DB, queries ...string) {
+	tb.Helper()
+	for _, q := range queries {
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			tb.Fatalf("%s: %v", q, err)
+		}
+	}
+}

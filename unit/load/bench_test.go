@@ -36,13 +36,13 @@ func TestLoadBenchmark(t *testing.T) {
 	}
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true,
 		ExtraConfig: []string{"innodb_buffer_pool_size=1G"}})
-	e := &env{src: src, srcDB: plainDB(t, src)}
-	mustExec(t, e.srcDB, "CREATE DATABASE sbtest")
+	e := &env{src: src, srcDB: src.PlainDB(t)}
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE sbtest")
 	var tables []filter.TableName
 	for i := 1; i <= 8; i++ {
 		name := fmt.Sprintf("sbtest%d", i)
 		tables = append(tables, tn("sbtest", name))
-		mustExec(t, e.srcDB, "CREATE TABLE sbtest."+name+" (id INT NOT NULL, k INT NOT NULL DEFAULT 0, "+
+		mariadbtest.MustExec(t, e.srcDB, "CREATE TABLE sbtest."+name+" (id INT NOT NULL, k INT NOT NULL DEFAULT 0, "+
 			"c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id), KEY k_1 (k))",
 			fmt.Sprintf("INSERT INTO sbtest.%s SELECT seq, FLOOR(1 + RAND() * %d), "+
 				"LEFT(CONCAT_WS('-', MD5(RAND()), MD5(RAND()), MD5(RAND()), MD5(RAND())), 120), "+
@@ -107,15 +107,15 @@ func (r benchRun) String() string {
 func (e *env) benchLoad(t *testing.T, run benchRun, dir string, m *dumpfile.Manifest, perTable int) (took, cpu time.Duration) {
 	dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", ExtraConfig: []string{"innodb_buffer_pool_size=1G"}})
 	defer dst.Stop(t)
-	e.dst, e.dstDB = dst, plainDB(t, dst)
+	e.dst, e.dstDB = dst, dst.PlainDB(t)
 	cfg, srcCfg := e.configs("bench", config.ModeFull, run.pool)
 	keep := false
 	cfg.Loader.CleanupDumpFile = &keep
 	cfg.TargetDatabase.Session = run.session
 	if run.indexAfter {
-		mustExec(t, e.dstDB, "CREATE DATABASE sbtest")
+		mariadbtest.MustExec(t, e.dstDB, "CREATE DATABASE sbtest")
 		for _, tb := range m.Tables {
-			mustExec(t, e.dstDB, "CREATE TABLE sbtest."+tb.Name+" (id INT NOT NULL, k INT NOT NULL DEFAULT 0, "+
+			mariadbtest.MustExec(t, e.dstDB, "CREATE TABLE sbtest."+tb.Name+" (id INT NOT NULL, k INT NOT NULL DEFAULT 0, "+
 				"c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', PRIMARY KEY (id))")
 		}
 	}
@@ -126,7 +126,7 @@ func (e *env) benchLoad(t *testing.T, run benchRun, dir string, m *dumpfile.Mani
 	requireOK(t, process(t, l))
 	if run.indexAfter {
 		for _, tb := range m.Tables {
-			mustExec(t, e.dstDB, "ALTER TABLE sbtest."+tb.Name+" ADD KEY k_1 (k)")
+			mariadbtest.MustExec(t, e.dstDB, "ALTER TABLE sbtest."+tb.Name+" ADD KEY k_1 (k)")
 		}
 	}
 	took, cpu = time.Since(began), cpuTime(t, dst)-cpuBefore

@@ -19,7 +19,7 @@ import (
 func TestLoadAfterDumpUnit(t *testing.T) {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
 	dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true})
-	e := &env{src: src, srcDB: plainDB(t, src), dst: dst, dstDB: plainDB(t, dst)}
+	e := &env{src: src, srcDB: src.PlainDB(t), dst: dst, dstDB: dst.PlainDB(t)}
 	conn, err := e.srcDB.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestLoadAfterDumpUnit(t *testing.T) {
 	if err := conn.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, e.srcDB,
+	mariadbtest.MustExec(t, e.srcDB,
 		"CREATE TABLE app.nokey (a INT, b TEXT)", "INSERT INTO app.nokey SELECT seq % 10, REPEAT('x', seq) FROM app.seq_1_to_300",
 		"CREATE TABLE app.pair (a INT, b VARCHAR(10), v DOUBLE, PRIMARY KEY (a, b))",
 		"INSERT INTO app.pair SELECT seq % 50, CONCAT('k', seq), seq / 7 FROM app.seq_1_to_3000",

@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
@@ -35,34 +32,8 @@ func newEnv(t *testing.T, durableTarget bool) *env {
 		src: mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true}),
 		dst: mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: !durableTarget}),
 	}
-	e.srcDB, e.dstDB = plainDB(t, e.src), plainDB(t, e.dst)
+	e.srcDB, e.dstDB = e.src.PlainDB(t), e.dst.PlainDB(t)
 	return e
-}
-
-// plainDB opens a root pool that reads every value as text in UTC.
-func plainDB(t *testing.T, i *mariadbtest.Instance) *sql.DB {
-	t.Helper()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net = mariadbtest.RootUser, "tcp"
-	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.Port()))
-	cfg.Params = map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"}
-	cfg.Timeout = 10 * time.Second
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(connector)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
-func mustExec(t testing.TB, db *sql.DB, queries ...string) {
-	t.Helper()
-	for _, q := range queries {
-		if _, err := db.ExecContext(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 }
 
 func queryInt(t testing.TB, db *sql.DB, q string, args ...any) int64 {

@@ -22,7 +22,7 @@ import (
 // sync unit and the cleanup.
 func TestLoadEqualsSource(t *testing.T) {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
-	e := &env{src: src, srcDB: plainDB(t, src)}
+	e := &env{src: src, srcDB: src.PlainDB(t)}
 	conn, err := e.srcDB.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +32,7 @@ func TestLoadEqualsSource(t *testing.T) {
 	if err := conn.Close(); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, e.srcDB,
+	mariadbtest.MustExec(t, e.srcDB,
 		"CREATE TABLE app.nokey (a INT, b VARCHAR(20), c BLOB)",
 		"INSERT INTO app.nokey VALUES (1, 'x', NULL), (1, 'x', NULL), (2, NULL, X'00090A0D5C'), (NULL, 'tab\there', 'back\\\\slash')",
 		"CREATE TABLE app.shard_1 (id INT PRIMARY KEY, v VARCHAR(20), g INT AS (id * 2) VIRTUAL)",
@@ -49,7 +49,7 @@ func TestLoadEqualsSource(t *testing.T) {
 	}{{"load data", nil, methodLoadData}, {"insert when the target refuses local infile", []string{"local_infile=OFF"}, methodInsert}} {
 		t.Run(v.name, func(t *testing.T) {
 			dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true, ExtraConfig: v.extra})
-			e := &env{src: e.src, srcDB: e.srcDB, dst: dst, dstDB: plainDB(t, dst)}
+			e := &env{src: e.src, srcDB: e.srcDB, dst: dst, dstDB: dst.PlainDB(t)}
 			l := loadEverything(t, e)
 			if got := l.method.Load(); got != v.method {
 				t.Fatalf("load method %d, want %d", got, v.method)
@@ -60,7 +60,7 @@ func TestLoadEqualsSource(t *testing.T) {
 
 // loadEverything loads the tables of TestLoadEqualsSource and checks them.
 func loadEverything(t *testing.T, e *env) *Loader {
-	mustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)")
+	mariadbtest.MustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.precreated (id INT PRIMARY KEY, v TEXT)")
 	dir := t.TempDir()
 	m := e.dumpTables(t, dir, "full1", "dump-1", 2, tn("app", "types"), tn("app", "nokey"), tn("app", "shard_1"),
 		tn("app", "shard_2"), tn("app", "noins"), tn("app", "precreated"), tn("app", "empty"))

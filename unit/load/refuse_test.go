@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit/dump"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 	"github.com/dmworker/dm-worker/unit/load/loadmeta"
@@ -20,10 +21,10 @@ import (
 // dump files when asked, and removing a task's records.
 func TestLoadRefusals(t *testing.T) {
 	e := newEnv(t, false)
-	mustExec(t, e.srcDB, "CREATE DATABASE app",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app",
 		"CREATE TABLE app.m (id INT PRIMARY KEY, a INT, b VARCHAR(10))", "INSERT INTO app.m VALUES (1, 1, 'x')",
 		"CREATE TABLE app.r (id INT PRIMARY KEY, v INT)", "INSERT INTO app.r SELECT seq, seq FROM app.seq_1_to_100")
-	mustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.m (id INT PRIMARY KEY, a BIGINT, c VARCHAR(10))")
+	mariadbtest.MustExec(t, e.dstDB, "CREATE DATABASE app", "CREATE TABLE app.m (id INT PRIMARY KEY, a BIGINT, c VARCHAR(10))")
 	ctx := context.Background()
 
 	t.Run("existing target table differs", func(t *testing.T) { refuseDifferingTable(t, e) })
@@ -66,7 +67,7 @@ func refuseKnownKeys(t *testing.T, e *env) {
 		e.dumpTables(t, dir, "overlap", "dump-o", 0, tn("app", "r"))
 		cfg, src := e.configs("overlap", config.ModeFull, 1)
 		cfg.RouteRules = []config.RouteRule{{SchemaPattern: "app", TablePattern: "*", TargetSchema: fmt.Sprintf("ov%d", method), TargetTable: "r"}}
-		mustExec(t, e.dstDB, fmt.Sprintf("CREATE DATABASE ov%d", method), fmt.Sprintf("CREATE TABLE ov%d.r (id INT PRIMARY KEY, v INT)", method),
+		mariadbtest.MustExec(t, e.dstDB, fmt.Sprintf("CREATE DATABASE ov%d", method), fmt.Sprintf("CREATE TABLE ov%d.r (id INT PRIMARY KEY, v INT)", method),
 			fmt.Sprintf("INSERT INTO ov%d.r VALUES (50, 0)", method))
 		l := newLoader(t, cfg, src, dir, nil)
 		l.method.Store(method)
@@ -74,7 +75,7 @@ func refuseKnownKeys(t *testing.T, e *env) {
 		if n := queryInt(t, e.dstDB, fmt.Sprintf("SELECT COUNT(*) FROM ov%d.r", method)); n != 1 {
 			t.Fatalf("the refused chunk left %d rows in the target, want the 1 there before", n)
 		}
-		mustExec(t, e.dstDB, "DELETE FROM dm_meta.load_status WHERE task = 'overlap'")
+		mariadbtest.MustExec(t, e.dstDB, "DELETE FROM dm_meta.load_status WHERE task = 'overlap'")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestLoadResumeExactlyOnce(t *testing.T) {
 	const perChunk = 10
 	e := newEnv(t, true)
-	mustExec(t, e.srcDB, "CREATE DATABASE app",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app",
 		"CREATE TABLE app.big (id INT PRIMARY KEY, v VARCHAR(40))",
 		"INSERT INTO app.big SELECT seq, CONCAT('row-', seq) FROM app.seq_1_to_20000",
 		"CREATE TABLE app.other (id INT PRIMARY KEY, k INT, KEY (k))",
@@ -118,7 +119,7 @@ func (e *env) exactlyOnce(t *testing.T, stage, task string, perChunk int64, tabl
 // Resume finishes with every chunk loaded exactly once.
 func TestLoadTargetCrash(t *testing.T) {
 	e := newEnv(t, true)
-	mustExec(t, e.srcDB, "CREATE DATABASE app",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app",
 		"CREATE TABLE app.big (id INT PRIMARY KEY, v VARCHAR(40))",
 		"INSERT INTO app.big SELECT seq, CONCAT('row-', seq) FROM app.seq_1_to_20000")
 	dir := t.TempDir()

@@ -21,7 +21,7 @@ func TestKilledAtRandomMoments(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{})
 	cfg, src := e.configs(t, "crash")
 	cfg.Syncer.Batch = 20
-	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable, "CREATE TABLE app.t2 "+workloadTablePK)
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable, "CREATE TABLE app.t2 "+workloadTablePK)
 
 	w := &workload{db: e.srcDB, tables: []string{"app.t1", "app.t2"}}
 	ctx, stopLoad := context.WithCancel(context.Background())
@@ -80,7 +80,7 @@ func TestKilledAtRandomMoments(t *testing.T) {
 func TestTargetRestart(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{FastCommit: true})
 	cfg, src := e.configs(t, "restart")
-	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
 	u := newUnit(t, cfg, src)
 	defer u.Close()
 	r := start(u, false)
@@ -114,7 +114,7 @@ func TestPauseStopsQuickly(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{FastCommit: true})
 	cfg, src := e.configs(t, "pause")
 	cfg.Syncer.WorkerCount = 2
-	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
 	w := &workload{db: e.srcDB, tables: []string{"app.t1"}}
 	if err := w.run(context.Background(), 6000, 4); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestPauseStopsQuickly(t *testing.T) {
 func TestHandleErrorSkip(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{FastCommit: true})
 	cfg, src := e.configs(t, "handle")
-	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 (id INT PRIMARY KEY, v INT)",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 (id INT PRIMARY KEY, v INT)",
 		"INSERT INTO app.t1 VALUES (1, 1)")
 	u := newUnit(t, cfg, src)
 	defer u.Close()
@@ -170,8 +170,8 @@ func TestHandleErrorSkip(t *testing.T) {
 	r := start(u, false)
 	e.waitEqual(t, same("app.t1"), r)
 	// The target already has the column: the replicated ALTER fails.
-	mustExec(t, e.dstDB, "ALTER TABLE app.t1 ADD COLUMN c INT")
-	mustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN c INT", "INSERT INTO app.t1 VALUES (2, 2, 2)")
+	mariadbtest.MustExec(t, e.dstDB, "ALTER TABLE app.t1 ADD COLUMN c INT")
+	mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN c INT", "INSERT INTO app.t1 VALUES (2, 2, 2)")
 	res := r.wait(t, 30*time.Second)
 	if !res.Failed() || res.Resumable() || res.Errors[0].Code != CodeDDL {
 		t.Fatalf("result = %+v, want a non-resumable %s error", res, CodeDDL)
@@ -185,7 +185,7 @@ func TestHandleErrorSkip(t *testing.T) {
 	}
 	r = start(u, true)
 	defer r.stop(t)
-	mustExec(t, e.srcDB, "UPDATE app.t1 SET c = 5 WHERE id = 1")
+	mariadbtest.MustExec(t, e.srcDB, "UPDATE app.t1 SET c = 5 WHERE id = 1")
 	e.waitEqual(t, same("app.t1"), r)
 	if got := errs.Code(errors.New("x")); got != errs.CodeInternal {
 		t.Fatal(got)

@@ -55,12 +55,12 @@ func TestCrashAtFaultPoints(t *testing.T) {
 			e := newEnv(t, mariadbtest.Options{})
 			cfg, src := e.configs(t, "fp")
 			cfg.Syncer.Batch = 10
-			mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
+			mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
 			w := &workload{db: e.srcDB, tables: []string{"app.t1"}}
 			if err := w.run(context.Background(), 1000, 2); err != nil {
 				t.Fatal(err)
 			}
-			mustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN x INT DEFAULT 3", "ALTER TABLE app.t1 ADD INDEX ix (x)",
+			mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN x INT DEFAULT 3", "ALTER TABLE app.t1 ADD INDEX ix (x)",
 				"ALTER TABLE app.t1 DROP COLUMN x")
 			if err := w.run(context.Background(), 2000, 2); err != nil {
 				t.Fatal(err)

@@ -29,7 +29,7 @@ func TestFiltersAndRoutes(t *testing.T) {
 	r := start(u, false)
 	defer r.stop(t)
 
-	mustExec(t, e.srcDB,
+	mariadbtest.MustExec(t, e.srcDB,
 		"CREATE DATABASE shard_1", "CREATE DATABASE shard_2", "CREATE DATABASE app", "CREATE DATABASE other",
 		"CREATE TABLE shard_1.orders_1 (id INT PRIMARY KEY, v VARCHAR(10))",
 		"CREATE TABLE shard_2.orders_2 (id INT PRIMARY KEY, v VARCHAR(10))",
@@ -49,7 +49,7 @@ func TestFiltersAndRoutes(t *testing.T) {
 		"CREATE TABLE app.marker (id INT PRIMARY KEY)", "INSERT INTO app.marker VALUES (1)",
 	)
 	e.waitEqual(t, same("app.marker"), r)
-	mustExec(t, e.srcDB, "CREATE TABLE app.want_merged (id INT PRIMARY KEY, v VARCHAR(10))",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE TABLE app.want_merged (id INT PRIMARY KEY, v VARCHAR(10))",
 		"INSERT INTO app.want_merged SELECT * FROM shard_1.orders_1 UNION ALL SELECT * FROM shard_2.orders_2",
 		"CREATE TABLE app.want_keep (id INT PRIMARY KEY, v VARCHAR(10))",
 		"INSERT INTO app.want_keep VALUES (1, 'k1'), (2, 'k2b')")
@@ -80,7 +80,7 @@ func TestFilterErrorPauses(t *testing.T) {
 	defer u.Close()
 	r := start(u, false)
 
-	mustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)", "INSERT INTO app.t VALUES (1), (2)",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)", "INSERT INTO app.t VALUES (1), (2)",
 		"DROP TABLE app.t")
 	res := r.wait(t, 30*time.Second)
 	if !res.Failed() || res.Resumable() {

@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
@@ -37,35 +34,9 @@ func newEnv(t *testing.T, srcOpts mariadbtest.Options) *env {
 		src: mariadbtest.Start(t, srcOpts),
 		dst: mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true}),
 	}
-	e.srcDB = plainDB(t, e.src)
-	e.dstDB = plainDB(t, e.dst)
+	e.srcDB = e.src.PlainDB(t)
+	e.dstDB = e.dst.PlainDB(t)
 	return e
-}
-
-// plainDB opens a root pool that reads every value as text in UTC.
-func plainDB(t *testing.T, i *mariadbtest.Instance) *sql.DB {
-	t.Helper()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net = mariadbtest.RootUser, "tcp"
-	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.Port()))
-	cfg.Params = map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"}
-	cfg.Timeout = 10 * time.Second
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(connector)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
-func mustExec(t testing.TB, db *sql.DB, queries ...string) {
-	t.Helper()
-	for _, q := range queries {
-		if _, err := db.ExecContext(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 }
 
 func (e *env) dbConfig(i *mariadbtest.Instance) config.DBConfig {

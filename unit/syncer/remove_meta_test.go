@@ -15,7 +15,7 @@ import (
 // one task's rows, on every source.
 func TestRemoveTaskMeta(t *testing.T) {
 	dst := mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true})
-	db := plainDB(t, dst)
+	db := dst.PlainDB(t)
 	ctx := context.Background()
 	const schema = "dm_meta_x"
 

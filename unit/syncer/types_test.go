@@ -20,18 +20,18 @@ func TestColumnTypesRoundTrip(t *testing.T) {
 	// No-key table: rows matched on all columns.
 	const nokey = `CREATE TABLE app.nokey (a INT, b VARCHAR(10))`
 	// The tables reach the target through the replicated DDL.
-	mustExec(t, e.srcDB, "CREATE DATABASE app", typestest.DDL("app"), nokey)
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", typestest.DDL("app"), nokey)
 
 	u := newUnit(t, cfg, src)
 	defer u.Close()
 	r := start(u, false)
 
-	mustExec(t, e.srcDB, typestest.SQLMode)
-	mustExec(t, e.srcDB, typestest.Inserts("app")...)
-	mustExec(t, e.srcDB,
+	mariadbtest.MustExec(t, e.srcDB, typestest.SQLMode)
+	mariadbtest.MustExec(t, e.srcDB, typestest.Inserts("app")...)
+	mariadbtest.MustExec(t, e.srcDB,
 		"INSERT INTO app.nokey VALUES (1, 'a'), (1, 'a'), (2, NULL), (NULL, 'n')",
 	)
-	mustExec(t, e.srcDB,
+	mariadbtest.MustExec(t, e.srcDB,
 		"UPDATE app.types SET tiu = 254, biu = 18446744073709551614, vc = CONCAT(vc, '-é'), ts = '2001-02-03 04:05:06.7' WHERE id IN (2, 4)",
 		"UPDATE app.types SET id = 40 WHERE id = 4",
 		"UPDATE app.types SET j = NULL, bl = NULL, e = NULL WHERE id = 5",

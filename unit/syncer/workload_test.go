@@ -115,7 +115,7 @@ func (w *workload) run(ctx context.Context, rows int64, writers int) error {
 func TestMixedWorkloadWithDDL(t *testing.T) {
 	e := newEnv(t, mariadbtest.Options{FastCommit: true, MaxBinlogSize: 1 << 20})
 	cfg, src := e.configs(t, "mixed")
-	mustExec(t, e.srcDB, "CREATE DATABASE app",
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app",
 		"CREATE TABLE app.t1 "+workloadTable, "CREATE TABLE app.t2 "+workloadTablePK, "CREATE TABLE app.t3 "+workloadTablePK)
 	u := newUnit(t, cfg, src)
 	defer u.Close()
@@ -132,12 +132,12 @@ func TestMixedWorkloadWithDDL(t *testing.T) {
 	}
 	per := int64(workloadRows / 4)
 	phase(per)
-	mustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN extra VARCHAR(20) DEFAULT 'x'", "ALTER TABLE app.t2 ADD INDEX idx_n (n)")
+	mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN extra VARCHAR(20) DEFAULT 'x'", "ALTER TABLE app.t2 ADD INDEX idx_n (n)")
 	phase(per)
-	mustExec(t, e.srcDB, "ALTER TABLE app.t1 DROP COLUMN extra", "RENAME TABLE app.t3 TO app.t3_renamed",
+	mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE app.t1 DROP COLUMN extra", "RENAME TABLE app.t3 TO app.t3_renamed",
 		"CREATE TABLE app.t3 LIKE app.t3_renamed")
 	phase(per)
-	mustExec(t, e.srcDB, "TRUNCATE TABLE app.t2")
+	mariadbtest.MustExec(t, e.srcDB, "TRUNCATE TABLE app.t2")
 	w.tables = append(w.tables, "app.t3_renamed")
 	phase(per)
 	e.waitEqual(t, same("app.t1", "app.t2", "app.t3", "app.t3_renamed"), r)
