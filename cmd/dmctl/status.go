@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -274,6 +275,9 @@ func printTaskStatus(w io.Writer, doc *taskStatusJSON) error {
 				return fmt.Errorf("decode subtask status of source %s: %w", s.Source, err)
 			}
 			fmt.Fprintf(&b, "  stage %s  unit %s\n", dash(sub.Stage), dash(sub.Unit))
+			if line := chunkProgress(sub.Progress); line != "" {
+				fmt.Fprintf(&b, "  %s\n", line)
+			}
 			if len(sub.Progress) > 0 && string(sub.Progress) != "null" {
 				fmt.Fprintf(&b, "  progress: %s\n", compactJSON(sub.Progress))
 			}
@@ -320,6 +324,36 @@ func compactJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// chunkProgress is a one-line summary of a dump or load unit's progress
+// ("chunks 16/21  rows 155000/205000  82554 rows/s  eta 1s"); "" for other
+// progress objects.
+func chunkProgress(raw json.RawMessage) string {
+	var p struct {
+		ChunksTotal *int     `json:"chunks-total"`
+		ChunksDone  int      `json:"chunks-done"`
+		Rows        int64    `json:"rows"`
+		RowsTotal   int64    `json:"rows-total"`
+		Rate        float64  `json:"rows-per-second"`
+		ETA         *float64 `json:"eta-seconds"`
+	}
+	if json.Unmarshal(raw, &p) != nil || p.ChunksTotal == nil {
+		return ""
+	}
+	total := "?"
+	if *p.ChunksTotal > 0 {
+		total = strconv.Itoa(*p.ChunksTotal)
+	}
+	line := fmt.Sprintf("chunks %d/%s  rows %d", p.ChunksDone, total, p.Rows)
+	if p.RowsTotal > 0 {
+		line += fmt.Sprintf("/%d", p.RowsTotal)
+	}
+	line += fmt.Sprintf("  %.0f rows/s", p.Rate)
+	if p.ETA != nil {
+		line += "  eta " + (time.Duration(*p.ETA) * time.Second).String()
+	}
+	return line
 }
 
 // dash returns s, or "-" when s is empty.
