@@ -160,20 +160,25 @@ func (r *subTaskReconciler) recorded() (taskErrs, taskWarns map[string]errs.Erro
 	return r.tasks.errors(), maps.Clone(r.warns)
 }
 
-// purgeBlocker names the paused or new subtask that needs the oldest relay
-// location: its unit's checkpoint, or its config's start location when it
-// has none. Running subtasks register their own relay readers.
+// purgeBlocker names the subtask that needs the oldest relay location: its
+// unit's checkpoint, or its config's start location when it has none. Paused
+// and new subtasks count, and so do subtasks in their dump or load unit,
+// whatever their stage: a task in mode all starts syncing at its snapshot
+// when the load is done, hours later maybe. Subtasks running their sync
+// unit register their own relay readers.
 func (r *subTaskReconciler) purgeBlocker() (string, binlog.Location, bool) {
 	var (
 		name  string
 		first binlog.Location
 	)
 	for _, st := range r.list() {
-		if s := st.Stage(); s != stage.Paused && s != stage.New {
+		u := st.Unit()
+		copying := u != nil && (u.Type() == unit.TypeDump || u.Type() == unit.TypeLoad)
+		if s := st.Stage(); s != stage.Paused && s != stage.New && !copying {
 			continue
 		}
 		loc, ok := binlog.Location{}, false
-		if h, isHolder := st.Unit().(unit.CheckpointHolder); isHolder {
+		if h, isHolder := u.(unit.CheckpointHolder); isHolder {
 			loc, ok = h.CheckpointLocation()
 		}
 		if !ok {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/typestest"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
@@ -23,6 +24,18 @@ func TestDumpTables(t *testing.T) {
 	dir := t.TempDir() + "/dump"
 	d := newDumper(t, cfg, scfg, dir)
 	m := process(t, d)
+	if loc, ok := d.CheckpointLocation(); ok {
+		t.Errorf("CheckpointLocation in task mode full = %v; want none (no sync unit follows)", loc)
+	}
+	all := *cfg
+	all.TaskMode = config.ModeAll
+	d2 := newDumper(t, &all, scfg, dir)
+	if m2 := process(t, d2); m2.DumpID != m.DumpID {
+		t.Errorf("task mode all took dump %s; want the finished %s reused", m2.DumpID, m.DumpID)
+	}
+	if got, ok := d2.CheckpointLocation(); !ok || got != m.Start {
+		t.Errorf("CheckpointLocation in task mode all = %v %v, want the snapshot %v", got, ok, m.Start)
+	}
 
 	if m.Method != dumpfile.MethodFlushLock || m.LockHeld <= 0 {
 		t.Errorf("method %q lock held %v, want %q and > 0", m.Method, m.LockHeld, dumpfile.MethodFlushLock)

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
@@ -37,6 +39,9 @@ type Dumper struct {
 	// (defaultLockWait; tests shorten it).
 	lockWait time.Duration
 
+	// handsOver: task mode all, the sync unit starts at the snapshot.
+	handsOver atomic.Bool
+
 	// Set by New and Update; read by runs (never concurrently with Update).
 	cfg     *config.SubTaskConfig
 	threads int
@@ -48,7 +53,21 @@ type Dumper struct {
 	source *sql.DB
 }
 
-var _ unit.Unit = (*Dumper)(nil)
+var (
+	_ unit.Unit             = (*Dumper)(nil)
+	_ unit.CheckpointHolder = (*Dumper)(nil)
+)
+
+// CheckpointLocation is the snapshot's location once it is taken, in task
+// mode all (where the sync unit starts there): the relay keeps its files
+// from there on while the dump and load run. Safe concurrently with
+// Process.
+func (d *Dumper) CheckpointLocation() (binlog.Location, bool) {
+	if !d.handsOver.Load() {
+		return binlog.Location{}, false
+	}
+	return d.prog.snapshot()
+}
 
 // New creates the dump unit of a subtask that writes into dir (created,
 // 0750, when missing). metrics and logger may be nil.
@@ -81,6 +100,7 @@ func (d *Dumper) configure(cfg *config.SubTaskConfig) {
 	d.rows = effectiveRows(&c)
 	d.tables = filter.NewTables(c.BAList, c.CaseSensitive || d.src.CaseSensitive)
 	d.fp = Fingerprint(&c, d.src)
+	d.handsOver.Store(c.TaskMode == config.ModeAll)
 }
 
 func effectiveRows(cfg *config.SubTaskConfig) int64 {

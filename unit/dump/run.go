@@ -91,7 +91,7 @@ func (d *Dumper) dump(ctx context.Context) error {
 	d.metrics.setLockHeld(snap.held.Seconds())
 	d.prog.update(func(p *progress) {
 		p.stage, p.dumpID, p.method, p.lockHeld = StageDumping, m.DumpID, snap.method, snap.held
-		p.snapshot, p.snapshotGTID = snap.start.String(), snap.start.GTID
+		p.start = snap.start
 	})
 	schemas, refs, err := selection(ctx, snap.readers[0], d.tables, d.logger)
 	if err != nil {
@@ -152,7 +152,7 @@ func (d *Dumper) showFinished(m *dumpfile.Manifest) {
 	d.prog.bytes.Store(m.Bytes())
 	d.prog.update(func(p *progress) {
 		p.stage, p.dumpID, p.method, p.lockHeld = StageFinished, m.DumpID, m.Method, m.LockHeld
-		p.snapshot, p.snapshotGTID = m.Start.String(), m.Start.GTID
+		p.start = m.Start
 		p.started, p.finished = m.StartedAt, m.FinishedAt
 		p.tablesTotal, p.tablesDone = len(m.Tables), len(m.Tables)
 		p.chunksTotal, p.chunksDone = m.Chunks(), m.Chunks()

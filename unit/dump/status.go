@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
 )
 
 // Stages of a dump as Status shows them.
@@ -49,18 +51,17 @@ type progress struct {
 
 	mu sync.Mutex
 	// guarded by mu:
-	stage        string
-	dumpID       string
-	method       string
-	lockHeld     time.Duration
-	snapshot     string
-	snapshotGTID string
-	started      time.Time
-	finished     time.Time
-	tablesTotal  int
-	tablesDone   int
-	chunksTotal  int // 0 until known
-	chunksDone   int
+	stage       string
+	dumpID      string
+	method      string
+	lockHeld    time.Duration
+	start       binlog.Location // the snapshot's; zero until taken
+	started     time.Time
+	finished    time.Time
+	tablesTotal int
+	tablesDone  int
+	chunksTotal int // 0 until known
+	chunksDone  int
 }
 
 // status builds a Status at now.
@@ -68,9 +69,12 @@ func (p *progress) status(dir string, now time.Time) Status {
 	p.mu.Lock()
 	st := Status{
 		Stage: p.stage, DumpID: p.dumpID, Method: p.method, LockHeldSeconds: p.lockHeld.Seconds(),
-		Snapshot: p.snapshot, SnapshotGTID: p.snapshotGTID,
-		TablesTotal: p.tablesTotal, TablesDone: p.tablesDone,
+		SnapshotGTID: p.start.GTID,
+		TablesTotal:  p.tablesTotal, TablesDone: p.tablesDone,
 		ChunksTotal: p.chunksTotal, ChunksDone: p.chunksDone, Dir: dir,
+	}
+	if !p.start.IsZero() {
+		st.Snapshot = p.start.String()
 	}
 	started, finished := p.started, p.finished
 	p.mu.Unlock()
@@ -103,9 +107,16 @@ func (p *progress) reset(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stage, p.dumpID, p.method, p.lockHeld = StageSnapshot, "", "", 0
-	p.snapshot, p.snapshotGTID = "", ""
+	p.start = binlog.Location{}
 	p.started, p.finished = now, time.Time{}
 	p.tablesTotal, p.tablesDone, p.chunksTotal, p.chunksDone = 0, 0, 0, 0
+}
+
+// snapshot returns the snapshot's location once it is taken.
+func (p *progress) snapshot() (binlog.Location, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.start, !p.start.IsZero()
 }
 
 // update runs f with mu held.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
@@ -38,6 +39,9 @@ type Loader struct {
 	prog    progress
 	// method is methodLoadData until the target refuses it.
 	method atomic.Int32
+	// start is the snapshot location of the dump being loaded in task mode
+	// all; nil otherwise or before the manifest is read.
+	start atomic.Pointer[binlog.Location]
 
 	// Set by New and Update, read by runs; the subtask never calls Update
 	// concurrently with Process/Resume.
@@ -50,7 +54,20 @@ type Loader struct {
 	store *metaStore
 }
 
-var _ unit.Unit = (*Loader)(nil)
+var (
+	_ unit.Unit             = (*Loader)(nil)
+	_ unit.CheckpointHolder = (*Loader)(nil)
+)
+
+// CheckpointLocation is the snapshot's location of the dump being loaded,
+// in task mode all (where the sync unit starts there): the relay keeps its
+// files from there on while the load runs. Safe concurrently with Process.
+func (l *Loader) CheckpointLocation() (binlog.Location, bool) {
+	if loc := l.start.Load(); loc != nil {
+		return *loc, true
+	}
+	return binlog.Location{}, false
+}
 
 // New creates the load unit of a subtask; dir is the dump directory the
 // dump unit wrote (loader.dir). m may be nil.

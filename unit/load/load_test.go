@@ -83,6 +83,9 @@ func loadEverything(t *testing.T, e *env) *Loader {
 		t.Fatalf("IsFreshTask before the load: %v, %v; want true", fresh, err)
 	}
 	requireOK(t, process(t, l))
+	if loc, ok := l.CheckpointLocation(); !ok || loc != m.Start {
+		t.Errorf("CheckpointLocation = %v %v, want the snapshot %v (task mode all)", loc, ok, m.Start)
+	}
 
 	e.requireEqual(t, "app.types", "app.types")
 	e.requireEqual(t, "app.nokey", "app.nokey")

@@ -50,6 +50,10 @@ func (l *Loader) run(ctx context.Context) error {
 	if err := l.checkDump(m, st); err != nil {
 		return err
 	}
+	if l.cfg.TaskMode == config.ModeAll {
+		start := m.Start
+		l.start.Store(&start)
+	}
 	if err := l.store.begin(ctx, l.db, m.DumpID); err != nil {
 		return err
 	}
