@@ -55,7 +55,9 @@ func (s *SubTask) prepare(ctx context.Context) bool {
 				s.settleCanceled(nil)
 				return false
 			}
-			s.failErr(errs.New(CodeUnitInit, false, "subtask %q: init %s unit: %w; fix the cause and resume the task",
+			// A server that refuses connections at start is as resumable
+			// as one that drops them later.
+			s.failErr(errs.New(CodeUnitInit, errs.IsResumable(err), "subtask %q: init %s unit: %w; fix the cause and resume the task",
 				s.name, units[i].Type(), err))
 			return false
 		}

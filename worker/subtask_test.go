@@ -363,7 +363,7 @@ func TestSubTaskBuildAndInitErrors(t *testing.T) {
 	})
 	t.Run("init error", func(t *testing.T) {
 		dump, load, sync := allUnits(0)
-		load.set(func(u *testUnit) { u.initErr = fmt.Errorf("connect target: %w", syscall.ECONNREFUSED) })
+		load.set(func(u *testUnit) { u.initErr = errs.New("load-config", false, "load: bad config") })
 		s := NewSubTask(testConfig("all"), newTestFactory(false, dump, load, sync), zaptest.NewLogger(t))
 		defer s.Close()
 		s.Run(context.Background())
@@ -373,14 +373,24 @@ func TestSubTaskBuildAndInitErrors(t *testing.T) {
 			t.Fatalf("result %+v, want one non-resumable %s error", r, CodeUnitInit)
 		}
 		if err := s.AutoResume(context.Background()); !errors.Is(err, ErrNotAutoResumable) {
-			t.Fatalf("AutoResume of an init error: %v", err)
+			t.Fatalf("AutoResume of a non-resumable init error: %v", err)
 		}
-		load.set(func(u *testUnit) { u.initErr = nil })
+		// A target that refuses connections at start is resumable: the
+		// checker retries.
+		load.set(func(u *testUnit) { u.initErr = fmt.Errorf("connect target: %w", syscall.ECONNREFUSED) })
 		if err := s.Resume(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		waitStage(t, s, stage.Paused)
+		if r := s.Result(); len(r.Errors) != 1 || r.Errors[0].Code != CodeUnitInit || !r.Errors[0].Resumable {
+			t.Fatalf("result %+v, want one resumable %s error", r, CodeUnitInit)
+		}
+		load.set(func(u *testUnit) { u.initErr = nil })
+		if err := s.AutoResume(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		waitUnit(t, dump, usRunning, "dump running")
-		if dump.count("Init") != 1 || load.count("Init") != 2 || sync.count("Init") != 1 {
+		if dump.count("Init") != 1 || load.count("Init") != 3 || sync.count("Init") != 1 {
 			t.Fatalf("init retried wrongly: %v %v %v", dump.Calls(), load.Calls(), sync.Calls())
 		}
 		checkProtocol(t, dump, load, sync)

@@ -137,17 +137,18 @@ type (
 	taskStatusDoc struct {
 		Task    string `json:"task"`
 		Sources []struct {
-			Source string            `json:"source"`
-			Worker string            `json:"worker"`
-			Expect string            `json:"expect"`
-			Errors []json.RawMessage `json:"errors"`
+			Source  string            `json:"source"`
+			Worker  string            `json:"worker"`
+			Expect  string            `json:"expect"`
+			Subtask json.RawMessage   `json:"subtask"`
+			Errors  []json.RawMessage `json:"errors"`
 		} `json:"sources"`
 	}
 )
 
 // sourceYAML is a source config pointing at a loopback port nothing
-// listens on (no unit of this build connects yet); its password must never
-// show up in a status.
+// listens on (tasks on it pause with connection errors); its password must
+// never show up in a status.
 func sourceYAML(id string) string {
 	return "source-id: " + id + "\nfrom: {host: 127.0.0.1, port: 1, user: root, password: " + sourcePassword + "}\n"
 }

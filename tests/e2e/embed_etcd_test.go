@@ -21,20 +21,18 @@ func TestEmbeddedEtcdKeepsStateAcrossRestart(t *testing.T) {
 
 	c.ok("source", "create", writeFile(t, "mysql-01.yaml", sourceYAML("mysql-01")), "--worker", "w1")
 	c.ok("task", "start", writeFile(t, "task1.yaml", taskYAML("task1", "mysql-01")))
-	// This build has no data-plane units: the worker takes the task and
-	// reports that it cannot run it.
-	w.waitStatus(10*time.Second, "status reports task1 subtask-config-invalid", func(st workerStatus) bool {
-		return st.Source == "mysql-01" && st.hasError("task1", "subtask-config-invalid")
+	// The task's target does not answer: the worker takes the task and
+	// reports why it cannot run it.
+	w.waitStatus(10*time.Second, "status reports task1's unreachable target", func(st workerStatus) bool {
+		return st.Source == "mysql-01" && st.hasSubtaskError("task1", "unit-init")
 	})
 	testutil.Eventually(t, 15*time.Second, "dmctl task status shows the worker's error", func() error {
 		var doc taskStatusDoc
 		c.json(&doc, "task", "status", "task1")
 		if len(doc.Sources) == 1 && doc.Sources[0].Worker == "w1" && doc.Sources[0].Expect == "Running" {
-			for _, raw := range doc.Sources[0].Errors {
-				var e struct{ Code string }
-				if json.Unmarshal(raw, &e) == nil && e.Code == "subtask-config-invalid" {
-					return nil
-				}
+			var sub statusSubtask
+			if json.Unmarshal(doc.Sources[0].Subtask, &sub) == nil && len(sub.Errors) > 0 && sub.Errors[0].Code == "unit-init" {
+				return nil
 			}
 		}
 		b, _ := json.Marshal(doc)
@@ -56,7 +54,7 @@ func TestEmbeddedEtcdKeepsStateAcrossRestart(t *testing.T) {
 		t.Errorf("task list after restart = %+v", tasks)
 	}
 	w.waitStatus(10*time.Second, "restarted worker bound again from the kept keys", func(st workerStatus) bool {
-		return st.Source == "mysql-01" && st.hasError("task1", "subtask-config-invalid")
+		return st.Source == "mysql-01" && st.hasSubtaskError("task1", "unit-init")
 	})
 	if r := c.ok("task", "status", "task1"); !strings.Contains(r.stdout, "w1") {
 		t.Errorf("task status text does not name the worker:\n%s", r.stdout)

@@ -46,12 +46,15 @@ func TestHTTPAPIShapes(t *testing.T) {
 	}
 	expectError(t, w, http.MethodPost, "/api/v1/relay/purge", `{"inactive":true}`, http.StatusConflict, "not-bound")
 
-	// Bound to a source, no relay, one task the build cannot run.
+	// Bound to a source, no relay, one task whose target does not answer.
 	c.ok("source", "create", writeFile(t, "mysql-01.yaml", sourceYAML("mysql-01")), "--worker", "w1")
 	c.ok("task", "start", writeFile(t, "task1.yaml", taskYAML("task1", "mysql-01")))
-	w.waitStatus(10*time.Second, "worker bound and task1 reported", func(st workerStatus) bool {
-		return st.hasError("task1", "subtask-config-invalid")
+	w.waitStatus(10*time.Second, "worker bound and task1 paused by its unreachable target", func(st workerStatus) bool {
+		return st.hasSubtaskError("task1", "unit-init")
 	})
+	if doc := decodeObject(t, get(t, w, "/api/v1/subtasks/task1"), http.StatusOK); doc["name"] != "task1" || doc["unit"] != "Dump" {
+		t.Errorf("GET /api/v1/subtasks/task1 = %v, want task1 at its Dump unit", doc)
+	}
 	body := get(t, w, "/api/v1/status").body
 	for _, secret := range []string{sourcePassword, targetPassword} {
 		if strings.Contains(body, secret) {
@@ -70,7 +73,6 @@ func TestHTTPAPIShapes(t *testing.T) {
 		code               string
 	}{
 		{http.MethodGet, "/api/v1/subtasks/nope", "", http.StatusNotFound, "subtask-not-found"},
-		{http.MethodGet, "/api/v1/subtasks/task1", "", http.StatusNotFound, "subtask-not-found"}, // not runnable here
 		{http.MethodGet, "/api/v1/streams/nope", "", http.StatusNotFound, "stream-not-found"},
 		{http.MethodPost, "/api/v1/relay/purge", `{"inactive":`, http.StatusBadRequest, "bad-request"},
 		{http.MethodPost, "/api/v1/relay/purge", `{"bogus":1}`, http.StatusBadRequest, "bad-request"},

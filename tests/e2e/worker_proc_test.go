@@ -177,12 +177,37 @@ type workerStatus struct {
 	Relay  struct {
 		Enabled bool `json:"enabled"`
 	} `json:"relay"`
-	Errors []struct {
+	Subtasks []statusSubtask `json:"subtasks"`
+	Errors   []struct {
 		Task      string `json:"task"`
 		Code      string `json:"code"`
 		Message   string `json:"message"`
 		Resumable bool   `json:"resumable"`
 	} `json:"errors"`
+}
+
+// statusSubtask is a subtask object of the worker's status.
+type statusSubtask struct {
+	Name   string `json:"name"`
+	Stage  string `json:"stage"`
+	Unit   string `json:"unit"`
+	Errors []struct {
+		Code      string `json:"code"`
+		Resumable bool   `json:"resumable"`
+	} `json:"errors"`
+}
+
+// hasSubtaskError reports whether the status lists subtask task with an
+// error of code.
+func (s workerStatus) hasSubtaskError(task, code string) bool {
+	for _, st := range s.Subtasks {
+		for _, e := range st.Errors {
+			if st.Name == task && e.Code == code {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasError reports whether the status lists an error with code for task.
