@@ -328,3 +328,39 @@ func (w *fdWorkload) stop() int64 {
 	w.wg.Wait()
 	return w.n.Load()
 }
+
+// TestMinimalJSONAllMode: a master other than dmctl writes a task in mode
+// all as minimal JSON (no block-allow list, mydumper, loader or
+// meta-schema): the defaults apply, every non-system schema is copied and
+// the subtask goes on syncing.
+func TestMinimalJSONAllMode(t *testing.T) {
+	f := startFullData(t, mariadbtest.Options{FastCommit: true}, "", "")
+	createFullDataTables(t, f.src, 5000)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for key, value := range map[string]string{
+		"/task/config/" + fdSource + "/min": fmt.Sprintf(`{"name":"min","source-id":%q,"task-mode":"all",`+
+			`"target-database":{"host":"127.0.0.1","port":%d,"user":"root"}}`, fdSource, f.tgt.Port()),
+		"/stage/subtask/" + fdSource + "/min": `{"expect":"Running"}`,
+	} {
+		if _, err := f.c.direct.Put(ctx, f.c.prefix+key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitSubtask("min", 2*time.Minute, "the minimal task reaches Sync", func(d fdDoc) bool {
+		if len(d.Errors) > 0 {
+			t.Fatalf("subtask failed: %v", d)
+		}
+		return d.Unit == "Sync" && d.Stage == "Running"
+	})
+	f.src.Exec(t, "INSERT INTO fd.seq (v, s) VALUES (1, 'after the load')")
+	// Without routes the shards keep their names.
+	q := "SELECT * FROM fd.orders_1 ORDER BY id"
+	testutil.Eventually(t, time.Minute, "the target equals the source", func() error {
+		if err := f.compare("orders_1", q, q); err != nil {
+			return err
+		}
+		q := "CHECKSUM TABLE " + strings.Join(fdChecksumTables, ", ")
+		return f.compare("CHECKSUM TABLE", q, q)
+	})
+}
