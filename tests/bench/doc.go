@@ -13,6 +13,10 @@
 //     catching up the same kind of backlog, against `mariadb-binlog --verbose
 //     --base64-output=decode-rows` decoding its binlog files to text and against the sync unit
 //     on the same backlog (worker_test.go starts the worker and drives it with dmctl);
+//   - TestFullDumpLoad: a task in mode full (dump + load) copying BENCH_FULL_ROWS sysbench rows
+//     (default 1000000 in 8 tables) into an empty target, against `mariadb-dump
+//     --single-transaction | mariadb` and `mydumper` + `myloader` (4 threads each), completion
+//     measured by the target's COUNT(*) and CHECKSUM TABLE (dumpload_*_test.go);
 //   - TestStageToAction: worker's BenchmarkStageToAction, run through `go test -bench`.
 //
 // Each benchmark logs one "BENCH ..." result line and appends one row to the results file
