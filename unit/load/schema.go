@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -50,6 +52,7 @@ func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tab
 		schemaSQL[s.Name] = s
 	}
 	plans := make([]tablePlan, len(m.Tables))
+	create := make([]bool, len(m.Tables))
 	for i := range m.Tables {
 		t := &m.Tables[i]
 		src := filter.TableName{Schema: t.Schema, Table: t.Name}
@@ -70,16 +73,56 @@ func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tab
 			if err := l.createSchema(ctx, p, s, plan.target.Schema, created); err != nil {
 				return nil, err
 			}
-			if err := l.createTable(ctx, p, t, plan.target); err != nil {
-				return nil, err
+		}
+		plans[i], create[i] = plan, !skipCreate
+	}
+	// Tables are created and checked on several connections at once: each
+	// CREATE TABLE waits for its own fsyncs, which add up over many tables.
+	// Shards merged into one table race harmlessly (IF NOT EXISTS).
+	err := l.eachTable(ctx, len(m.Tables), func(ctx context.Context, i int, p *parser.Parser) error {
+		t := &m.Tables[i]
+		if create[i] {
+			if err := l.createTable(ctx, p, t, plans[i].target); err != nil {
+				return err
 			}
 		}
-		if err := l.checkColumns(ctx, t, plan.target, skipCreate); err != nil {
-			return nil, err
-		}
-		plans[i] = plan
+		return l.checkColumns(ctx, t, plans[i].target, !create[i])
+	})
+	if err != nil {
+		return nil, err
 	}
 	return plans, nil
+}
+
+// eachTable runs fn for table indexes 0..n-1 on up to pool-size
+// goroutines (each with its own parser) and returns the first error; the
+// others stop at their next table then.
+func (l *Loader) eachTable(ctx context.Context, n int, fn func(ctx context.Context, i int, p *parser.Parser) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range min(l.cfg.Loader.PoolSize, n) {
+		wg.Go(func() {
+			p := parser.New()
+			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
+				if err := fn(ctx, i, p); err != nil {
+					once.Do(func() { first = err })
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
 }
 
 // filterError turns a filter rule's Error action into the unit's error.
