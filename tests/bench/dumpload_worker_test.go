@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -215,55 +212,5 @@ func (w *workerProc) waitFinished(t *testing.T, task string, began time.Time) ta
 // under dataDir), like startWorker does for an external etcd.
 func startEmbedWorker(t *testing.T, bin binaries, name, endpoint, prefix, dataDir string) *workerProc {
 	t.Helper()
-	logDir := t.TempDir()
-	w := &workerProc{name: name, addr: testutil.FreeAddr(t), logFile: filepath.Join(logDir, "dm-worker.log"),
-		done: make(chan struct{})}
-	out, err := os.Create(filepath.Join(logDir, "dm-worker.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close() // the child holds its own copy
-	args := []string{"--name", name, "--embed-etcd", "--etcd-endpoints", endpoint, "--etcd-prefix", prefix,
-		"--status-addr", w.addr, "--data-dir", dataDir, "--log-file", w.logFile}
-	started := make(chan error, 1)
-	go func() {
-		defer close(w.done)
-		runtime.LockOSThread() // Pdeathsig fires when the thread that started the child exits
-		cmd := exec.Command(bin.worker, args...)
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		w.pid = cmd.Process.Pid
-		started <- nil
-		w.exit = cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		<-w.done
-		t.Fatalf("start dm-worker %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		w.stop(t)
-		if t.Failed() {
-			t.Logf("dm-worker %s log tail:\n%s", name, fileTail(w.logFile))
-		}
-	})
-	testutil.Eventually(t, 30*time.Second, "dm-worker "+name+" serves /healthz", func() error {
-		select {
-		case <-w.done:
-			t.Fatalf("dm-worker %s exited before serving /healthz: %v\n%s", name, w.exit, fileTail(out.Name()))
-		default:
-		}
-		code, body, err := httpGet(t.Context(), w.url("/healthz"))
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK || string(body) != "ok" {
-			return fmt.Errorf("GET /healthz: %d %q", code, body)
-		}
-		return nil
-	})
-	return w
+	return startWorker(t, bin, name, endpoint, prefix, dataDir, "--embed-etcd")
 }

@@ -113,9 +113,9 @@ type workerProc struct {
 }
 
 // startWorker starts dm-worker name against etcd endpoints under prefix, with its data in
-// dataDir, waits until GET /healthz answers ok, and stops it in t.Cleanup. The process dies
-// with the test binary (Pdeathsig).
-func startWorker(t *testing.T, bin binaries, name, endpoints, prefix, dataDir string) *workerProc {
+// dataDir and the flags extra, waits until GET /healthz answers ok, and stops it in
+// t.Cleanup. The process dies with the test binary (Pdeathsig).
+func startWorker(t *testing.T, bin binaries, name, endpoints, prefix, dataDir string, extra ...string) *workerProc {
 	t.Helper()
 	logDir := t.TempDir()
 	w := &workerProc{name: name, addr: testutil.FreeAddr(t), logFile: filepath.Join(logDir, "dm-worker.log"),
@@ -125,8 +125,8 @@ func startWorker(t *testing.T, bin binaries, name, endpoints, prefix, dataDir st
 		t.Fatal(err)
 	}
 	defer out.Close() // the child holds its own copy
-	args := []string{"--name", name, "--etcd-endpoints", endpoints, "--etcd-prefix", prefix,
-		"--status-addr", w.addr, "--data-dir", dataDir, "--log-file", w.logFile}
+	args := append([]string{"--name", name, "--etcd-endpoints", endpoints, "--etcd-prefix", prefix,
+		"--status-addr", w.addr, "--data-dir", dataDir, "--log-file", w.logFile}, extra...)
 	started := make(chan error, 1)
 	go func() {
 		defer close(w.done)
@@ -153,7 +153,7 @@ func startWorker(t *testing.T, bin binaries, name, endpoints, prefix, dataDir st
 			t.Logf("dm-worker %s log tail:\n%s", name, fileTail(w.logFile))
 		}
 	})
-	testutil.Eventually(t, 20*time.Second, "dm-worker "+name+" serves /healthz", func() error {
+	testutil.Eventually(t, 30*time.Second, "dm-worker "+name+" serves /healthz", func() error {
 		select {
 		case <-w.done:
 			t.Fatalf("dm-worker %s exited before serving /healthz: %v\n%s", name, w.exit, fileTail(out.Name()))
