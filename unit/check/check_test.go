@@ -344,6 +344,15 @@ func TestBinlogSettings(t *testing.T) {
 
 	r = runMode(t, config.ModeIncremental, nobin, src, "root", "")
 	wantState(t, r, "log_bin", StateFail, "log_bin=OFF", "restart")
+
+	// In mode all, a source that purges its binlog within a day gets a
+	// warning: the sync starts at the snapshot once the load is done.
+	if got := len(find(runMode(t, config.ModeIncremental, src, nobin, "root", ""), "binlog_retention")); got != 0 {
+		t.Errorf("mode incremental: %d binlog_retention items, want none", got)
+	}
+	wantState(t, runMode(t, config.ModeAll, src, nobin, "root", ""), "binlog_retention", StatePass, "no expiry")
+	src.Exec(t, "SET GLOBAL binlog_expire_logs_seconds = 3600")
+	wantState(t, runMode(t, config.ModeAll, src, nobin, "root", ""), "binlog_retention", StateWarn, "older than 1h0m0s", "fix: SET GLOBAL binlog_expire_logs_seconds")
 }
 
 // TestPrecheckFunc: the worker's form logs warnings and failures and

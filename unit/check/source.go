@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dmworker/dm-worker/config"
 )
@@ -23,6 +24,7 @@ type serverInfo struct {
 var sourceVariables = []string{
 	"version", "log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata", "server_id",
 	"gtid_mode", "enforce_gtid_consistency", "gtid_binlog_pos",
+	"binlog_expire_logs_seconds", "expire_logs_days",
 }
 
 // readServerInfo reads sourceVariables; flavor is the source config's
@@ -154,6 +156,38 @@ func (c *run) checkBinlog(s *server, info *serverInfo, l *items) {
 	if c.src.EnableGTID {
 		c.checkGTID(s, info, l)
 	}
+	if c.cfg.TaskMode == config.ModeAll {
+		c.checkRetention(s, info, l)
+	}
+}
+
+// minRetention is the binlog retention below which a task in mode all gets
+// a warning: its sync unit starts at the snapshot once the load is done.
+const minRetention = 24 * time.Hour
+
+// checkRetention warns when the source purges its binlog early enough to
+// remove the snapshot's files before a long dump and load are done.
+func (c *run) checkRetention(s *server, info *serverInfo, l *items) {
+	id := c.src.SourceID
+	retention := time.Duration(0)
+	if secs, err := strconv.ParseFloat(info.vars["binlog_expire_logs_seconds"], 64); err == nil && secs > 0 {
+		retention = time.Duration(secs * float64(time.Second))
+	} else if days, err := strconv.ParseFloat(info.vars["expire_logs_days"], 64); err == nil && days > 0 {
+		retention = time.Duration(days * float64(24*time.Hour))
+	}
+	if retention == 0 || retention >= minRetention {
+		l.pass("binlog_retention", s.what, "source %s keeps its binlog %s", id, retentionText(retention))
+		return
+	}
+	l.warn("binlog_retention", s.what, "SET GLOBAL binlog_expire_logs_seconds to more than the dump and load will take (and in my.cnf), or enable-relay: true on the source",
+		"source %s purges binary logs older than %s; in mode all the sync unit starts at the dump's snapshot once the load is done, and fails if the source purged that binlog meanwhile", id, retention)
+}
+
+func retentionText(d time.Duration) string {
+	if d == 0 {
+		return "until they are purged by hand (no expiry)"
+	}
+	return "for " + d.String()
 }
 
 // checkGTID checks the GTID settings of a source with enable-gtid.
