@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -123,7 +124,7 @@ func profiled(path string, measure func() error) error {
 type procUsage struct {
 	Wall    time.Duration // from start to exit, as seen by the parent
 	CPU     time.Duration // user + system
-	PeakRSS int64         // bytes (ru_maxrss)
+	PeakRSS int64         // bytes: VmHWM where it could be read, else ru_maxrss
 }
 
 func usageOf(state *os.ProcessState, wall time.Duration) procUsage {
@@ -170,10 +171,16 @@ func spawnChild(t *testing.T, ctx context.Context, role string, params any, dir 
 	// stdin stays open while the child works: closing it tells the child to stop.
 	_, werr := stdin.Write(append(payload, '\n'))
 	line, rerr := readReport(stdout) // returns at the report, or when the child exits
+	// The child waits for stdin to close after its report, so its VmHWM can still be read:
+	// ru_maxrss would start at this process's peak RSS (see hwmSampler).
+	hwm, herr := vmHWM(strconv.Itoa(cmd.Process.Pid))
 	cerr := ignoreClosed(stdin.Close())
 	_, _ = io.Copy(io.Discard, stdout)
 	waitErr := cmd.Wait()
 	usage := usageOf(cmd.ProcessState, time.Since(began))
+	if herr == nil && rerr == nil {
+		usage.PeakRSS = hwm * 1024
+	}
 	if err := errors.Join(werr, cerr); err != nil {
 		t.Fatalf("talk to %s child: %v\n%s", role, err, fileTail(stderrPath))
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -139,17 +138,12 @@ func TestRelayThroughput(t *testing.T) {
 		f("relay_peak_rss_MB", mb(maxRSS(ours))), f("mariadb_binlog_peak_rss_MB", mb(maxRSS(theirs))))
 }
 
-// runTool runs a program to completion and times it.
+// runTool runs a program to completion and times it; its peak RSS is its sampled VmHWM (see
+// hwmSampler: ru_maxrss would report this process's RSS for a small program).
 func runTool(t *testing.T, ctx context.Context, prog string, args []string) readerRun {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, prog, args...)
-	began := time.Now()
-	out, err := cmd.CombinedOutput()
-	wall := time.Since(began)
-	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", prog, args, err, out)
-	}
-	return readerRun{elapsed: wall, usage: usageOf(cmd.ProcessState, wall)}
+	r := runSampled(t, ctx, prog, args)
+	return readerRun{elapsed: r.elapsed, usage: procUsage{Wall: r.elapsed, CPU: r.cpu, PeakRSS: r.peakRSS}}
 }
 
 // median returns the run with the median elapsed time (the upper one of an even count).
