@@ -114,10 +114,10 @@ func (d fdDoc) num(name string) float64 {
 	return v
 }
 
-// createFullDataTables creates the eight tables of the full-data tests on
+// createFullDataTables creates the nine tables of the full-data tests on
 // the source and fills them: every type, large BLOBs, no key, a composite
-// text key, a unique key only, two shards merged by a route, and a bigger
-// table split into many chunks (seqRows rows).
+// text key, a unique key only, two shards merged by a route, a name that
+// needs quoting, and a bigger table split into many chunks (seqRows rows).
 func createFullDataTables(t *testing.T, src *mariadbtest.Instance, seqRows int) {
 	t.Helper()
 	src.Exec(t, "CREATE DATABASE "+fdDB)
@@ -144,6 +144,9 @@ func createFullDataTables(t *testing.T, src *mariadbtest.Instance, seqRows int) 
 		"CREATE TABLE fd.orders_2 (id INT PRIMARY KEY, qty INT, note VARCHAR(40))",
 		"INSERT INTO fd.orders_1 SELECT seq * 2, seq % 9, 'one' FROM seq_1_to_4000",
 		"INSERT INTO fd.orders_2 SELECT seq * 2 + 1, seq % 11, 'two' FROM seq_1_to_4000",
+		// Names that need quoting everywhere: a backtick, a space, a dot, a dash.
+		"CREATE TABLE fd.`we``ird tab.le` (`k ey` VARCHAR(20) PRIMARY KEY, `v-al` INT) DEFAULT CHARSET=utf8mb4",
+		"INSERT INTO fd.`we``ird tab.le` SELECT CONCAT('ключ ', seq), seq FROM seq_1_to_2500",
 		"CREATE TABLE fd.seq (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT, s VARCHAR(64), KEY (v))",
 		fmt.Sprintf("INSERT INTO fd.seq (v, s) SELECT seq %% 1000, MD5(seq) FROM seq_1_to_%d", seqRows),
 	)
@@ -174,11 +177,12 @@ var fdComparisons = []fdCompare{
 	{"uk", "SELECT * FROM fd.uk ORDER BY id", "SELECT * FROM fd.uk ORDER BY id"},
 	{"orders", "SELECT * FROM fd.orders_1 UNION ALL SELECT * FROM fd.orders_2 ORDER BY id", "SELECT * FROM fd_merged.orders ORDER BY id"},
 	{"seq", "SELECT * FROM fd.seq ORDER BY id", "SELECT * FROM fd.seq ORDER BY id"},
+	{"weird", "SELECT * FROM fd.`we``ird tab.le` ORDER BY 1", "SELECT * FROM fd.`we``ird tab.le` ORDER BY 1"},
 }
 
 // fdChecksumTables are compared with CHECKSUM TABLE too (same name on both
 // sides).
-var fdChecksumTables = []string{"fd.types", "fd.big", "fd.nokey", "fd.ck", "fd.uk", "fd.seq"}
+var fdChecksumTables = []string{"fd.types", "fd.big", "fd.nokey", "fd.ck", "fd.uk", "fd.seq", "fd.`we``ird tab.le`"}
 
 // compareFullData compares every table row by row and by CHECKSUM TABLE;
 // it returns the first difference (nil when equal).
@@ -235,7 +239,7 @@ func TestFullModeCopiesEveryTable(t *testing.T) {
 	if err := f.tgtDB.QueryRow("SELECT COUNT(*), COALESCE(SUM(row_count), 0) FROM dm_meta.load_checkpoint WHERE task = 'full1'").Scan(&chunks, &rows); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(5 + 3 + 3000 + 5000 + 2500 + 8000 + 20000); rows != want {
+	if want := int64(5 + 3 + 3000 + 5000 + 2500 + 8000 + 2500 + 20000); rows != want {
 		t.Errorf("load records: %d chunks with %d rows, want %d rows", chunks, rows, want)
 	}
 	t.Logf("full mode: %d chunks, %d rows; units seen %v", chunks, rows, units)
