@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/tests/cdctest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
@@ -258,113 +257,6 @@ func decodeValue(t *testing.T, r record) debeziumValue {
 	return v
 }
 
-// applier applies debezium events to copies of the source's tables in
-// schema copyDB: c/r/u as REPLACE of the after image (after deleting the
-// before image's key for u), d as DELETE by key.
-type applier struct {
-	db     *sql.DB
-	copyDB string
-	cols   map[string]map[string]string // table → column → DATA_TYPE
-	keys   map[string][]string          // table → key columns
-}
-
-func newApplier(t *testing.T, db *sql.DB, copyDB string, tables map[string][]string) *applier {
-	t.Helper()
-	a := &applier{db: db, copyDB: copyDB, cols: map[string]map[string]string{}, keys: tables}
-	for table := range tables {
-		rows, err := db.Query("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", copyDB, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.cols[table] = map[string]string{}
-		for rows.Next() {
-			var c, typ string
-			if err := rows.Scan(&c, &typ); err != nil {
-				t.Fatal(err)
-			}
-			a.cols[table][c] = typ
-		}
-		_ = rows.Close()
-	}
-	return a
-}
-
-// arg turns an event value of a column into an SQL argument.
-func (a *applier) arg(table, col string, raw json.RawMessage) (any, error) {
-	if string(raw) == "null" {
-		return nil, nil
-	}
-	switch a.cols[table][col] {
-	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
-		}
-		return base64.StdEncoding.DecodeString(s)
-	case "bit":
-		return strconv.ParseUint(string(raw), 10, 64)
-	}
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	}
-	// Integers as numbers: YEAR takes 0 as 0000 but '0' as 2000.
-	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
-		return n, nil
-	}
-	if n, err := strconv.ParseUint(string(raw), 10, 64); err == nil {
-		return n, nil
-	}
-	return string(raw), nil
-}
-
-func (a *applier) apply(t *testing.T, records []record) {
-	t.Helper()
-	for i, r := range records {
-		v := decodeValue(t, r)
-		table := v.Source.Table
-		if v.DDL != "" || a.keys[table] == nil {
-			continue
-		}
-		if err := a.applyOne(table, v); err != nil {
-			t.Fatalf("apply event %d (%s): %v", i, r.Value, err)
-		}
-	}
-}
-
-func (a *applier) applyOne(table string, v debeziumValue) error {
-	target := "`" + a.copyDB + "`.`" + table + "`"
-	if v.Op == "u" || v.Op == "d" {
-		var where []string
-		var args []any
-		for _, k := range a.keys[table] {
-			arg, err := a.arg(table, k, v.Before[k])
-			if err != nil {
-				return err
-			}
-			where, args = append(where, "`"+k+"` = ?"), append(args, arg)
-		}
-		if _, err := a.db.Exec("DELETE FROM "+target+" WHERE "+strings.Join(where, " AND "), args...); err != nil {
-			return err
-		}
-	}
-	if v.Op == "d" {
-		return nil
-	}
-	var cols, marks []string
-	var args []any
-	for c, raw := range v.After {
-		arg, err := a.arg(table, c, raw)
-		if err != nil {
-			return fmt.Errorf("column %s: %w", c, err)
-		}
-		cols, marks, args = append(cols, "`"+c+"`"), append(marks, "?"), append(args, arg)
-	}
-	_, err := a.db.Exec("REPLACE INTO "+target+" ("+strings.Join(cols, ", ")+") VALUES ("+strings.Join(marks, ", ")+")", args...)
-	return err
-}
-
 // checksum is CHECKSUM TABLE of db.table.
 func checksum(t *testing.T, db *sql.DB, db2, table string) int64 {
 	t.Helper()
@@ -376,12 +268,33 @@ func checksum(t *testing.T, db *sql.DB, db2, table string) int64 {
 	return sum.Int64
 }
 
-// copyTables creates empty copies of app's tables in schema copy.
-func (e *taskEnv) copyTables(t *testing.T, tables ...string) {
+// applyRecords applies each batch of records in order to empty copies of
+// app's tables in schema copy (made anew, tests/cdctest).
+func (e *taskEnv) applyRecords(t *testing.T, tables []string, batches ...[]record) {
 	t.Helper()
-	encExec(t, e.root, "CREATE DATABASE IF NOT EXISTS copy")
-	for _, tb := range tables {
-		encExec(t, e.root, "DROP TABLE IF EXISTS copy."+tb, "CREATE TABLE copy."+tb+" LIKE app."+tb)
+	names := make([]string, len(tables))
+	for i, tb := range tables {
+		names[i] = "app." + tb
+	}
+	a, err := cdctest.NewApplier(t.Context(), e.root, e.root, "copy", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Close() }() // a test pool; the result is checked by sameTables
+	for _, records := range batches {
+		events := make([]cdctest.Event, len(records))
+		for i, r := range records {
+			line, err := json.Marshal(r)
+			if err == nil {
+				events[i], err = cdctest.Decode(line)
+			}
+			if err != nil {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		if _, err := a.Apply(t.Context(), events); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

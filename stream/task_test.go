@@ -80,10 +80,7 @@ func TestTaskStreamSinkFailureAndResume(t *testing.T) {
 	if err := r2.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	e.copyTables(t, "t")
-	a := newApplier(t, e.root, "copy", map[string][]string{"t": {"id"}})
-	a.apply(t, memRecords(sink.all()))
-	a.apply(t, memRecords(sink2.all()))
+	e.applyRecords(t, []string{"t"}, memRecords(sink.all()), memRecords(sink2.all()))
 	e.sameTables(t, "t")
 	if got := len(sink2.all()); got != 10+5+1 {
 		t.Errorf("resumed task delivered %d events, want the 16 not acknowledged before", got)
@@ -186,8 +183,7 @@ func TestTaskFillHistory(t *testing.T) {
 	if reads < 3000+1 {
 		t.Errorf("%d snapshot rows, want at least the 3000 of app.a and rows of app.b", reads)
 	}
-	e.copyTables(t, "a", "b", "empty")
-	newApplier(t, e.root, "copy", map[string][]string{"a": {"id"}, "b": {"k1", "k2"}, "empty": {"id"}}).apply(t, memRecords(events))
+	e.applyRecords(t, []string{"a", "b", "empty"}, memRecords(events))
 	e.sameTables(t, "a", "b", "empty")
 }
 
@@ -344,7 +340,6 @@ func TestTaskStreamFromRelay(t *testing.T) {
 	if len(readers) != 1 {
 		t.Errorf("the task opened %d relay readers, want 1", len(readers))
 	}
-	e.copyTables(t, "t")
-	newApplier(t, e.root, "copy", map[string][]string{"t": {"id"}}).apply(t, memRecords(sink.all()))
+	e.applyRecords(t, []string{"t"}, memRecords(sink.all()))
 	e.sameTables(t, "t")
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/stream"
+	"github.com/dmworker/dm-worker/tests/cdctest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/natstest"
 	"github.com/dmworker/dm-worker/tests/testutil"
@@ -242,29 +243,29 @@ func (e *streamEnv) waitCaughtUp(d time.Duration, names ...string) {
 // the copy database copy_<label> and requires CHECKSUM TABLE of every copy
 // to equal the source's; a difference is reported with the rows that
 // differ.
-func (e *streamEnv) verifyApplied(label string, events []sinkEvent) {
+func (e *streamEnv) verifyApplied(label string, events []cdctest.Event) {
 	e.t.Helper()
 	e.verifyAppliedTables(label, events, streamTableNames())
 }
 
 // verifyAppliedTables is verifyApplied for the tables names ("db.table",
 // keys of streamTablesAll) only.
-func (e *streamEnv) verifyAppliedTables(label string, events []sinkEvent, names []string) {
+func (e *streamEnv) verifyAppliedTables(label string, events []cdctest.Event, names []string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.t.Context(), 3*time.Minute)
 	defer cancel()
 	copyDB := "copy_" + label
-	a, err := newApplier(ctx, e.srcDB, e.copyDB, copyDB, names)
+	a, err := cdctest.NewApplier(ctx, e.srcDB, e.copyDB, copyDB, names)
 	if err != nil {
 		e.t.Fatalf("%s: %v", label, err)
 	}
 	defer func() {
-		if err := a.close(); err != nil {
+		if err := a.Close(); err != nil {
 			e.t.Errorf("close the applier: %v", err)
 		}
 	}()
 	start := time.Now()
-	st, err := a.apply(ctx, events)
+	st, err := a.Apply(ctx, events)
 	if err != nil {
 		e.t.Fatalf("%s: apply the events: %v", label, err)
 	}
@@ -281,21 +282,21 @@ func (e *streamEnv) verifyAppliedTables(label string, events []sinkEvent, names 
 		if want[n] == got[n] {
 			continue
 		}
-		ct := a.tables[n]
-		src, err := readRows(e.srcDB, ct.selectAll(ct.db, streamTablesAll[n]))
+		ct := a.Table(n)
+		src, err := readRows(e.srcDB, ct.SelectAll(ct.DB, streamTablesAll[n]))
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		cp, err := readRows(e.copyDB, ct.selectAll(copyDB, streamTablesAll[n]))
+		cp, err := readRows(e.copyDB, ct.SelectAll(copyDB, streamTablesAll[n]))
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		// Say whether only FLOAT columns differ (a FLOAT encoded with fewer
 		// digits than it needs reads back as another float).
 		note := ""
-		if fl := ct.floatColumns(); len(fl) > 0 {
-			srcRest, err1 := readRows(e.srcDB, ct.selectNonFloat(ct.db, streamTablesAll[n]))
-			cpRest, err2 := readRows(e.copyDB, ct.selectNonFloat(copyDB, streamTablesAll[n]))
+		if fl := ct.FloatColumns(); len(fl) > 0 {
+			srcRest, err1 := readRows(e.srcDB, ct.SelectNonFloat(ct.DB, streamTablesAll[n]))
+			cpRest, err2 := readRows(e.copyDB, ct.SelectNonFloat(copyDB, streamTablesAll[n]))
 			if err1 == nil && err2 == nil && diffRows(srcRest, cpRest, 1) == "" {
 				note = fmt.Sprintf(" (every column but the FLOAT column(s) %v is equal)", fl)
 			}
@@ -306,7 +307,7 @@ func (e *streamEnv) verifyAppliedTables(label string, events []sinkEvent, names 
 }
 
 // readNATS reads every event of the NATS sink with subject on ns.
-func (e *streamEnv) readNATS(ns *natstest.Server, subject string) []sinkEvent {
+func (e *streamEnv) readNATS(ns *natstest.Server, subject string) []cdctest.Event {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.t.Context(), 2*time.Minute)
 	defer cancel()
@@ -323,7 +324,7 @@ func (e *streamEnv) readNATS(ns *natstest.Server, subject string) []sinkEvent {
 }
 
 // readFile reads every event of the file sink of stream in dir.
-func (e *streamEnv) readFile(dir, stream string) []sinkEvent {
+func (e *streamEnv) readFile(dir, stream string) []cdctest.Event {
 	e.t.Helper()
 	events, err := readFileSink(dir, stream)
 	if err != nil {
@@ -539,13 +540,13 @@ func (e *streamEnv) insertAccounts(ids ...int) {
 }
 
 // accountKeys returns the ids of crash.accounts events among events.
-func accountKeys(events []sinkEvent) map[int64]bool {
+func accountKeys(events []cdctest.Event) map[int64]bool {
 	out := map[int64]bool{}
 	for _, ev := range events {
-		if ev.value.Source.Table != "accounts" {
+		if ev.Value.Source.Table != "accounts" {
 			continue
 		}
-		if n, ok := ev.key["id"].(json.Number); ok {
+		if n, ok := ev.Key["id"].(json.Number); ok {
 			if id, err := n.Int64(); err == nil {
 				out[id] = true
 			}
