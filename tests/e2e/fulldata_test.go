@@ -37,8 +37,9 @@ type fullData struct {
 }
 
 // startFullData starts the servers and the worker and creates the source
-// (connecting as user/password; "" = root).
-func startFullData(t *testing.T, srcOpts mariadbtest.Options, user, password string) *fullData {
+// (connecting as user/password; "" = root; extra are more lines of the
+// source file).
+func startFullData(t *testing.T, srcOpts mariadbtest.Options, user, password string, extra ...string) *fullData {
 	t.Helper()
 	srcOpts.Name, srcOpts.Binlog = "source", true
 	f := &fullData{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, mariadbtest.Options{Name: "target"}), c: newEtcdCluster(t)}
@@ -53,7 +54,7 @@ func startFullData(t *testing.T, srcOpts mariadbtest.Options, user, password str
 flavor: mariadb
 from: {host: 127.0.0.1, port: %d, user: %s, password: %q}
 checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-`, fdSource, f.src.Port(), user, password)), "--worker", fdWorker)
+%s`, fdSource, f.src.Port(), user, password, strings.Join(append(extra, ""), "\n"))), "--worker", fdWorker)
 	return f
 }
 
@@ -252,28 +253,33 @@ func TestFullModeCopiesEveryTable(t *testing.T) {
 // TestAllModeHandsOverToSync runs a task in mode all while a workload
 // writes to the source: the dump's snapshot, the load and sync from the
 // snapshot's location (in safe mode) end with the target equal to the
-// source.
+// source, with the sync unit reading the source itself and through the
+// relay.
 func TestAllModeHandsOverToSync(t *testing.T) {
-	f := startFullData(t, mariadbtest.Options{FastCommit: true}, "", "")
-	createFullDataTables(t, f.src, 60000)
-	w := startFDWorkload(t, f.srcDB)
-	f.c.ok("task", "start", f.taskFile("all1", "all", 2000))
+	for _, relay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("relay=%t", relay), func(t *testing.T) {
+			f := startFullData(t, mariadbtest.Options{FastCommit: true}, "", "", fmt.Sprintf("enable-relay: %t", relay))
+			createFullDataTables(t, f.src, 60000)
+			w := startFDWorkload(t, f.srcDB)
+			f.c.ok("task", "start", f.taskFile("all1", "all", 2000))
 
-	var sawDump bool
-	f.waitSubtask("all1", 3*time.Minute, "the all task reaches Sync", func(d fdDoc) bool {
-		if len(d.Errors) > 0 {
-			t.Fatalf("subtask failed: %v", d)
-		}
-		sawDump = sawDump || d.Unit == "Dump" || d.Unit == "Load"
-		return d.Stage == "Running" && d.Unit == "Sync"
-	})
-	time.Sleep(time.Second) // writes keep coming while sync runs
-	n := w.stop()
-	if n == 0 {
-		t.Fatal("the workload wrote nothing")
+			var sawDump bool
+			f.waitSubtask("all1", 3*time.Minute, "the all task reaches Sync", func(d fdDoc) bool {
+				if len(d.Errors) > 0 {
+					t.Fatalf("subtask failed: %v", d)
+				}
+				sawDump = sawDump || d.Unit == "Dump" || d.Unit == "Load"
+				return d.Stage == "Running" && d.Unit == "Sync"
+			})
+			time.Sleep(time.Second) // writes keep coming while sync runs
+			n := w.stop()
+			if n == 0 {
+				t.Fatal("the workload wrote nothing")
+			}
+			testutil.Eventually(t, 2*time.Minute, "the target equals the source after the workload", f.compareFullData)
+			t.Logf("all mode: %d workload transactions during dump, load and sync; dump/load seen in status: %v", n, sawDump)
+		})
 	}
-	testutil.Eventually(t, 2*time.Minute, "the target equals the source after the workload", f.compareFullData)
-	t.Logf("all mode: %d workload transactions during dump, load and sync; dump/load seen in status: %v", n, sawDump)
 }
 
 // fdWorkload writes to fd.seq, fd.ck and fd.orders_1 until stopped.
