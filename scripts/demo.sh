@@ -25,8 +25,6 @@ free_port() {
 	return 1
 }
 
-src_port=$(free_port)
-tgt_port=$(free_port)
 etcd_port=$(free_port)
 http_port=$(free_port)
 mysql() { local port=$1; shift; mariadb --no-defaults --protocol=TCP -h127.0.0.1 -P"$port" -uroot "$@"; }
@@ -54,8 +52,22 @@ EOF
 }
 trap cleanup EXIT
 
-scripts/mariadb-instance.sh start "$work/source" "$src_port" source 101
-scripts/mariadb-instance.sh start "$work/target" "$tgt_port" target 102
+# start_instance ROLE SERVER_ID: starts the instance on a free port and prints the port; a port
+# another process took between the pick and the bind is replaced by another one.
+start_instance() {
+	local role=$1 sid=$2 port
+	for _ in 1 2 3 4 5; do
+		port=$(free_port)
+		if scripts/mariadb-instance.sh start "$work/$role" "$port" "$role" "$sid" >&2; then
+			echo "$port"
+			return 0
+		fi
+		echo "demo: $role could not start on port $port; trying another port" >&2
+	done
+	return 1
+}
+src_port=$(start_instance source 101)
+tgt_port=$(start_instance target 102)
 
 # The stream starts from the source's position before any row exists, so it carries every change.
 read -r binlog_name binlog_pos < <(mysql "$src_port" -N -e 'SHOW MASTER STATUS' | awk '{print $1, $2}')

@@ -67,7 +67,10 @@ EOF
 			{ echo "mariadb-instance: mariadb-install-db failed, see $dir/install.log" >&2; exit 1; }
 	fi
 	nohup "$mariadbd" --defaults-file="$dir/my.cnf" >"$dir/mariadbd.out" 2>&1 &
+	local pid=$!
 	for _ in $(seq 1 300); do
+		# A server that exited (a port taken meanwhile, a bad setting) fails at once.
+		kill -0 "$pid" 2>/dev/null || break
 		if "$client" --no-defaults --protocol=SOCKET -S "$dir/mariadbd.sock" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
 			"$client" --no-defaults --protocol=SOCKET -S "$dir/mariadbd.sock" -uroot -e \
 				"CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;"
