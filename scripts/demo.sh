@@ -139,7 +139,7 @@ dmctl stream create "$work/stream.yaml"
 echo "demo: task demo (mode all) copies the existing rows, then replicates"
 last=""
 for _ in $(seq 1 1200); do
-	st=$(dmctl task status demo 2>/dev/null | grep -E '^source |^  progress:' || true)
+	st=$(dmctl task status demo 2>/dev/null | grep -E '^source |^  chunks |^  progress:' || true)
 	if [ "$st" != "$last" ]; then
 		echo "$st" | cut -c1-300
 		last=$st
