@@ -55,26 +55,34 @@ mysql-instances:
 block-allow-list:
   only-fd: {do-dbs: [%s]}
 mydumpers:
-  chunks: {threads: 4, rows: 2000}
+  chunks: {threads: 2, rows: 500}
 loaders:
-  pool: {pool-size: 4}
+  pool: {pool-size: 2}
 `, f.tgt.Port(), fdSource, fdDB)))
 
+	// Small chunks and two connections make each phase last long enough
+	// (hundreds of chunk files and transactions) for a kill to land in it.
 	for i := range 3 {
-		f.waitSubtask("kill", 2*time.Minute, "the dump runs", func(d fdDoc) bool {
-			return d.Stage == "Running" && d.Unit == "Dump"
+		d := f.waitSubtask("kill", 2*time.Minute, "the dump runs", func(d fdDoc) bool {
+			return d.Stage == "Running" && d.Unit == "Dump" || d.Unit == "Load" || d.Stage == "Finished"
 		})
-		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+		if d.Unit != "Dump" {
+			t.Fatalf("the dump finished before kill %d of 3 could land in it: %v", i+1, d)
+		}
+		time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
 		f.kill(fmt.Sprintf("during the dump (%d of 3)", i+1))
 	}
 	var loaded float64
 	for i := range 5 {
 		d := f.waitSubtask("kill", 3*time.Minute, "the load makes progress", func(d fdDoc) bool {
-			return d.Stage == "Running" && d.Unit == "Load" && d.num("chunks-done") > loaded
+			return d.Stage == "Running" && d.Unit == "Load" && d.num("chunks-done") > loaded || d.Stage == "Finished"
 		})
+		if d.Stage == "Finished" {
+			t.Fatalf("the load finished before kill %d of 5 could land in it: %v", i+1, d)
+		}
 		loaded = d.num("chunks-done")
-		time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
-		f.kill(fmt.Sprintf("during the load (%d of 5), %v chunks loaded", i+1, loaded))
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+		f.kill(fmt.Sprintf("during the load (%d of 5), %v of %v chunks loaded", i+1, loaded, d.num("chunks-total")))
 	}
 	f.waitSubtask("kill", 5*time.Minute, "the task finishes after the kills", func(d fdDoc) bool {
 		if len(d.Errors) > 0 && !d.Errors[0].Resumable {
