@@ -20,7 +20,6 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
-	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
 
@@ -208,30 +207,5 @@ func sameRows(t *testing.T, what string, got, want []string) {
 			t.Errorf("%s: row %d differs:\n dumped %s\n source %s", what, i, got[i], want[i])
 			return
 		}
-	}
-}
-
-// running is a Process in a goroutine.
-type running struct {
-	cancel context.CancelFunc
-	done   chan unit.Result
-}
-
-func start(d *Dumper) *running {
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	r := &running{cancel: cancel, done: make(chan unit.Result, 1)}
-	go func() { r.done <- d.Process(ctx) }()
-	return r
-}
-
-func (r *running) wait(t *testing.T) unit.Result {
-	t.Helper()
-	select {
-	case res := <-r.done:
-		r.cancel()
-		return res
-	case <-time.After(runTimeout + 30*time.Second):
-		t.Fatal("Process did not return")
-		return unit.Result{}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestDumpLongQueryFallsBack: a long-running write keeps FLUSH TABLES WITH
@@ -67,13 +68,13 @@ func TestDumpPauseWhileLockWaits(t *testing.T) {
 	cfg, scfg := configs(src, mariadbtest.SourceUser, mariadbtest.SourcePassword, 2, 10)
 	d := newDumper(t, cfg, scfg, t.TempDir())
 	d.lockWait = time.Minute
-	r := start(d)
+	r := unittest.Start(d, false, runTimeout)
 	testutil.WaitFor(t, 10*time.Second, "the dump waits for the lock", func() bool {
 		return src.QueryString(t, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'FLUSH TABLES WITH READ LOCK'") == "1"
 	})
 	paused := time.Now()
-	r.cancel()
-	if res := r.wait(t); !res.IsCanceled {
+	r.Cancel()
+	if res := r.Wait(t, runTimeout+30*time.Second); !res.IsCanceled {
 		t.Fatalf("Process after cancel = %+v", res)
 	}
 	src.Exec(t, "INSERT INTO app.t VALUES (1)")

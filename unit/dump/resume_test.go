@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestDumpResume: a cancelled dump leaves no manifest and is taken again;
@@ -34,10 +35,10 @@ func TestDumpResume(t *testing.T) {
 	}
 
 	// Pause mid-dump.
-	r := start(d)
+	r := unittest.Start(d, false, runTimeout)
 	testutil.WaitFor(t, time.Minute, "chunks written", func() bool { return d.Status().(Status).ChunksDone >= 3 })
-	r.cancel()
-	if res := r.wait(t); !res.IsCanceled || res.Failed() {
+	r.Cancel()
+	if res := r.Wait(t, runTimeout+30*time.Second); !res.IsCanceled || res.Failed() {
 		t.Fatalf("Process after cancel = %+v", res)
 	}
 	if _, err := dumpfile.ReadManifest(dir); !errors.Is(err, dumpfile.ErrNoManifest) {

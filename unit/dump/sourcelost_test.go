@@ -9,6 +9,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestDumpSourceLost: the source crashes mid-dump; the run fails with a
@@ -23,10 +24,10 @@ func TestDumpSourceLost(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dump")
 	d := newDumper(t, cfg, scfg, dir)
 
-	r := start(d)
+	r := unittest.Start(d, false, runTimeout)
 	testutil.WaitFor(t, time.Minute, "chunks written", func() bool { return d.Status().(Status).ChunksDone >= 3 })
 	src.Kill(t)
-	res := r.wait(t)
+	res := r.Wait(t, runTimeout+30*time.Second)
 	if !res.Failed() || !res.Resumable() {
 		t.Fatalf("Process when the source crashed = %+v, want a resumable error", res)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // env is a source and a target MariaDB with plain (text, UTC) pools.
@@ -289,43 +290,10 @@ func (e *env) requireEqual(t *testing.T, dstTable string, srcTables ...string) {
 	}
 }
 
-// running is a unit's Process (or Resume) in a goroutine.
-type running struct {
-	cancel context.CancelFunc
-	done   chan unit.Result
-}
-
-func start(l *Loader, resume bool) *running {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan unit.Result, 1)}
-	go func() {
-		if resume {
-			r.done <- l.Resume(ctx)
-		} else {
-			r.done <- l.Process(ctx)
-		}
-	}()
-	return r
-}
-
-func (r *running) wait(t *testing.T, within time.Duration) unit.Result {
-	t.Helper()
-	select {
-	case res := <-r.done:
-		r.cancel()
-		return res
-	case <-time.After(within):
-		r.cancel()
-		<-r.done
-		t.Fatalf("Process did not end within %v", within)
-		return unit.Result{}
-	}
-}
-
 // process runs Process to its end.
 func process(t *testing.T, l *Loader) unit.Result {
 	t.Helper()
-	return start(l, false).wait(t, 5*time.Minute)
+	return unittest.Start(l, false, 0).Wait(t, 5*time.Minute)
 }
 
 // requireOK fails when res has errors or was cancelled.

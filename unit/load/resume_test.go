@@ -9,6 +9,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestLoadResumeExactlyOnce cancels the load mid-way twice (Process, then
@@ -36,10 +37,10 @@ func TestLoadResumeExactlyOnce(t *testing.T) {
 	// from chunks are done.
 	cancelMidway := func(l *Loader, resume bool, from int) {
 		t.Helper()
-		r := start(l, resume)
+		r := unittest.Start(l, resume, 0)
 		waitChunks(t, l, from)
-		r.cancel()
-		res := r.wait(t, 30*time.Second)
+		r.Cancel()
+		res := r.Wait(t, 30*time.Second)
 		if !res.IsCanceled || len(res.Errors) > 0 {
 			t.Fatalf("cancelled load returned %+v", res)
 		}
@@ -127,10 +128,10 @@ func TestLoadTargetCrash(t *testing.T) {
 	cfg, src := e.configs("crash", config.ModeFull, 4)
 	l := newLoader(t, cfg, src, dir, nil)
 	for kill := 1; kill <= 2; kill++ {
-		r := start(l, kill > 1)
+		r := unittest.Start(l, kill > 1, 0)
 		waitChunks(t, l, kill*m.Chunks()/4)
 		e.dst.Kill(t)
-		res := r.wait(t, time.Minute)
+		res := r.Wait(t, time.Minute)
 		if res.IsCanceled || !res.Resumable() {
 			t.Fatalf("run after the target was killed: %+v, want a resumable error", res)
 		}
@@ -138,7 +139,7 @@ func TestLoadTargetCrash(t *testing.T) {
 		e.exactlyOnce(t, "after the crash", "crash", 10, "app.big")
 		l.Pause()
 	}
-	requireOK(t, start(l, true).wait(t, 5*time.Minute))
+	requireOK(t, unittest.Start(l, true, 0).Wait(t, 5*time.Minute))
 	if n := e.exactlyOnce(t, "at the end", "crash", 10, "app.big"); n != int64(m.Chunks()) {
 		t.Fatalf("%d chunks recorded, want %d", n, m.Chunks())
 	}

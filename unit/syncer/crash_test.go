@@ -12,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestKilledAtRandomMoments kills the unit (no flush) ten times at random
@@ -38,14 +39,14 @@ func TestKilledAtRandomMoments(t *testing.T) {
 	sawSafeMode := false
 	for i := 0; i < 10; i++ {
 		u := newUnit(t, cfg, src)
-		r := start(u, false)
+		r := unittest.Start(u, false, 0)
 		deadline := time.After(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
 	poll:
 		for {
 			select {
 			case <-deadline:
 				break poll
-			case res := <-r.done:
+			case res := <-r.Done:
 				t.Fatalf("run %d ended by itself: %v", i, resultErr(res))
 			case <-time.After(20 * time.Millisecond):
 				if u.Status().(Status).SafeMode {
@@ -53,7 +54,7 @@ func TestKilledAtRandomMoments(t *testing.T) {
 				}
 			}
 		}
-		res := r.stop(t)
+		res := r.Stop(t)
 		u.Kill()
 		if res.Failed() {
 			t.Fatalf("run %d failed: %v", i, resultErr(res))
@@ -69,8 +70,8 @@ func TestKilledAtRandomMoments(t *testing.T) {
 	}
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
-	defer r.stop(t)
+	r := unittest.Start(u, false, 0)
+	defer r.Stop(t)
 	e.waitEqual(t, same("app.t1", "app.t2"), r)
 	t.Logf("%d row changes written", w.rows.Load())
 }
@@ -83,7 +84,7 @@ func TestTargetRestart(t *testing.T) {
 	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t1 "+workloadTable)
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
+	r := unittest.Start(u, false, 0)
 	w := &workload{db: e.srcDB, tables: []string{"app.t1"}}
 	if err := w.run(context.Background(), 500, 2); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestTargetRestart(t *testing.T) {
 	if err := w.run(context.Background(), 1000, 2); err != nil {
 		t.Fatal(err)
 	}
-	res := r.wait(t, 30*time.Second)
+	res := r.Wait(t, 30*time.Second)
 	if !res.Failed() || !res.Resumable() {
 		t.Fatalf("result with the target down = %+v, want a resumable error", res)
 	}
@@ -103,8 +104,8 @@ func TestTargetRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Pause()
-	r = start(u, true)
-	defer r.stop(t)
+	r = unittest.Start(u, true, 0)
+	defer r.Stop(t)
 	e.waitEqual(t, same("app.t1"), r)
 }
 
@@ -121,7 +122,7 @@ func TestPauseStopsQuickly(t *testing.T) {
 	}
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
+	r := unittest.Start(u, false, 0)
 	// Pause while the backlog is being applied.
 	testutil.Eventually(t, 30*time.Second, "the unit applies 200 inserts", func() error {
 		if n := u.Status().(Status).Inserts; n < 200 {
@@ -130,7 +131,7 @@ func TestPauseStopsQuickly(t *testing.T) {
 		return nil
 	})
 	began := time.Now()
-	res := r.stop(t)
+	res := r.Stop(t)
 	if took := time.Since(began); took > time.Second {
 		t.Errorf("Process returned %v after cancel, want < 1s", took)
 	}
@@ -150,8 +151,8 @@ func TestPauseStopsQuickly(t *testing.T) {
 	if after := count(); after != before {
 		t.Fatalf("target changed after pause: %s rows, then %s", before, after)
 	}
-	r = start(u, true)
-	defer r.stop(t)
+	r = unittest.Start(u, true, 0)
+	defer r.Stop(t)
 	e.waitEqual(t, same("app.t1"), r)
 }
 
@@ -167,12 +168,12 @@ func TestHandleErrorSkip(t *testing.T) {
 	if err := u.HandleError(context.Background(), unit.HandleErrorRequest{Op: unit.HandleErrorSkip}); !errors.Is(err, ErrNothingToHandle) {
 		t.Fatalf("HandleError with nothing stuck = %v, want ErrNothingToHandle", err)
 	}
-	r := start(u, false)
+	r := unittest.Start(u, false, 0)
 	e.waitEqual(t, same("app.t1"), r)
 	// The target already has the column: the replicated ALTER fails.
 	mariadbtest.MustExec(t, e.dstDB, "ALTER TABLE app.t1 ADD COLUMN c INT")
 	mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN c INT", "INSERT INTO app.t1 VALUES (2, 2, 2)")
-	res := r.wait(t, 30*time.Second)
+	res := r.Wait(t, 30*time.Second)
 	if !res.Failed() || res.Resumable() || res.Errors[0].Code != CodeDDL {
 		t.Fatalf("result = %+v, want a non-resumable %s error", res, CodeDDL)
 	}
@@ -183,8 +184,8 @@ func TestHandleErrorSkip(t *testing.T) {
 	if err := u.HandleError(context.Background(), unit.HandleErrorRequest{Op: unit.HandleErrorSkip, BinlogPos: st.StuckOn}); err != nil {
 		t.Fatal(err)
 	}
-	r = start(u, true)
-	defer r.stop(t)
+	r = unittest.Start(u, true, 0)
+	defer r.Stop(t)
 	mariadbtest.MustExec(t, e.srcDB, "UPDATE app.t1 SET c = 5 WHERE id = 1")
 	e.waitEqual(t, same("app.t1"), r)
 	if got := errs.Code(errors.New("x")); got != errs.CodeInternal {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // childEnv carries the configs to the child process that crashes.
@@ -78,8 +79,8 @@ func TestCrashAtFaultPoints(t *testing.T) {
 			}
 			u := newUnit(t, cfg, src)
 			defer u.Close()
-			r := start(u, false)
-			defer r.stop(t)
+			r := unittest.Start(u, false, 0)
+			defer r.Stop(t)
 			e.waitEqual(t, same("app.t1"), r)
 		})
 	}

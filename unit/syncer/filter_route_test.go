@@ -7,6 +7,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestFiltersAndRoutes: ignored tables never reach the target, two shards
@@ -26,8 +27,8 @@ func TestFiltersAndRoutes(t *testing.T) {
 	}
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
-	defer r.stop(t)
+	r := unittest.Start(u, false, 0)
+	defer r.Stop(t)
 
 	mariadbtest.MustExec(t, e.srcDB,
 		"CREATE DATABASE shard_1", "CREATE DATABASE shard_2", "CREATE DATABASE app", "CREATE DATABASE other",
@@ -78,11 +79,11 @@ func TestFilterErrorPauses(t *testing.T) {
 	}
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
+	r := unittest.Start(u, false, 0)
 
 	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)", "INSERT INTO app.t VALUES (1), (2)",
 		"DROP TABLE app.t")
-	res := r.wait(t, 30*time.Second)
+	res := r.Wait(t, 30*time.Second)
 	if !res.Failed() || res.Resumable() {
 		t.Fatalf("result %+v, want a non-resumable error", res)
 	}

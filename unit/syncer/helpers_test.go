@@ -15,6 +15,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // syncTimeout bounds every wait for the target to catch up.
@@ -74,52 +75,6 @@ func newUnit(t *testing.T, cfg *config.SubTaskConfig, src *config.SourceConfig) 
 		t.Fatal(err)
 	}
 	return u
-}
-
-// running is a unit's Process (or Resume) in a goroutine.
-type running struct {
-	cancel context.CancelFunc
-	done   chan unit.Result
-}
-
-func start(u *Syncer, resume bool) *running {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan unit.Result, 1)}
-	go func() {
-		if resume {
-			r.done <- u.Resume(ctx)
-		} else {
-			r.done <- u.Process(ctx)
-		}
-	}()
-	return r
-}
-
-// stop cancels the run and returns its result.
-func (r *running) stop(t *testing.T) unit.Result {
-	t.Helper()
-	r.cancel()
-	select {
-	case res := <-r.done:
-		return res
-	case <-time.After(30 * time.Second):
-		t.Fatal("Process did not return 30s after its context was cancelled")
-		return unit.Result{}
-	}
-}
-
-// wait returns the run's result when it ends by itself.
-func (r *running) wait(t *testing.T, within time.Duration) unit.Result {
-	t.Helper()
-	select {
-	case res := <-r.done:
-		return res
-	case <-time.After(within):
-		r.cancel()
-		<-r.done
-		t.Fatalf("Process did not end within %v", within)
-		return unit.Result{}
-	}
 }
 
 // tableRows reads a whole table as text rows ordered by every column.
@@ -225,7 +180,7 @@ func diffTable(ctx context.Context, src, dst *sql.DB, srcTable, dstTable string)
 // waitEqual waits until every table (source name -> target name) is equal
 // on both sides, or fails with the differences at the deadline. It fails at
 // once when the unit stops first.
-func (e *env) waitEqual(t *testing.T, tables map[string]string, r *running) {
+func (e *env) waitEqual(t *testing.T, tables map[string]string, r *unittest.Run) {
 	t.Helper()
 	ctx := context.Background()
 	testutil.Eventually(t, syncTimeout, "the target catches up with the source", func() error {
@@ -244,8 +199,8 @@ func (e *env) waitEqual(t *testing.T, tables map[string]string, r *running) {
 		}
 		if r != nil {
 			select {
-			case res := <-r.done:
-				r.done <- res
+			case res := <-r.Done:
+				r.Done <- res
 				t.Fatalf("the unit stopped before the target caught up: %+v\n%s", res, strings.Join(diffs, "\n"))
 			default:
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/tests/typestest"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // TestColumnTypesRoundTrip replicates rows covering every column type with
@@ -24,7 +25,7 @@ func TestColumnTypesRoundTrip(t *testing.T) {
 
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
+	r := unittest.Start(u, false, 0)
 
 	mariadbtest.MustExec(t, e.srcDB, typestest.SQLMode)
 	mariadbtest.MustExec(t, e.srcDB, typestest.Inserts("app")...)
@@ -49,7 +50,7 @@ func TestColumnTypesRoundTrip(t *testing.T) {
 		}
 		return nil
 	})
-	if res := r.stop(t); !res.IsCanceled || res.Failed() {
+	if res := r.Stop(t); !res.IsCanceled || res.Failed() {
 		t.Fatalf("Process after cancel = %+v, want canceled without errors", res)
 	}
 	if st.Inserts != 9 || st.Updates != 6 || st.Deletes != 2 {

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 	"database/sql"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
 // workloadRows is the number of row changes of the mixed workload: the
@@ -119,8 +119,8 @@ func TestMixedWorkloadWithDDL(t *testing.T) {
 		"CREATE TABLE app.t1 "+workloadTable, "CREATE TABLE app.t2 "+workloadTablePK, "CREATE TABLE app.t3 "+workloadTablePK)
 	u := newUnit(t, cfg, src)
 	defer u.Close()
-	r := start(u, false)
-	defer r.stop(t)
+	r := unittest.Start(u, false, 0)
+	defer r.Stop(t)
 
 	w := &workload{db: e.srcDB, tables: []string{"app.t1", "app.t2", "app.t3"}}
 	ctx := context.Background()
