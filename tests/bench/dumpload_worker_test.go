@@ -88,18 +88,7 @@ func (s *fullSource) runWorker(t *testing.T, bin binaries, round int, work strin
 	c := dmctlCluster{bin: bin, endpoints: "http://" + testutil.FreeAddr(t), prefix: "/bench-full"}
 	w := startEmbedWorker(t, bin, benchWorker, c.endpoints, c.prefix, filepath.Join(dir, "data"))
 	c.waitWorkerAlive(t, benchWorker)
-	sourceFile := filepath.Join(dir, "source.yaml")
-	writeText(t, sourceFile, fmt.Sprintf("source-id: %s\nflavor: mariadb\nenable-relay: false\n"+
-		"from: {host: %s, port: %d, user: %s, password: %q}\n",
-		benchSourceID, s.inst.Host(), s.inst.Port(), mariadbtest.SourceUser, mariadbtest.SourcePassword))
-	c.run(t, "source", "create", sourceFile, "--worker", benchWorker)
-	waitUntil(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
-		src, err := w.boundSource(ctx)
-		if err == nil && src != benchSourceID {
-			err = fmt.Errorf("bound source %q", src)
-		}
-		return err
-	})
+	c.createSource(t, ctx, w, dir, s.inst)
 	taskFile := filepath.Join(dir, "task.yaml")
 	writeText(t, taskFile, fullTaskYAML(tgt.inst))
 

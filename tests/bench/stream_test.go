@@ -160,18 +160,7 @@ func (b *syncBacklog) runStream(t *testing.T, bin binaries, c dmctlCluster, roun
 	}
 	w := startWorker(t, bin, benchWorker, c.endpoints, c.prefix, dataDir)
 	c.waitWorkerAlive(t, benchWorker)
-	sourceFile := filepath.Join(dir, "source.yaml")
-	writeText(t, sourceFile, fmt.Sprintf("source-id: %s\nflavor: mariadb\nenable-relay: false\n"+
-		"from: {host: %s, port: %d, user: %s, password: %q}\n",
-		benchSourceID, b.src.Host(), b.src.Port(), mariadbtest.SourceUser, mariadbtest.SourcePassword))
-	c.run(t, "source", "create", sourceFile, "--worker", benchWorker)
-	waitUntil(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
-		src, err := w.boundSource(ctx)
-		if err == nil && src != benchSourceID {
-			err = fmt.Errorf("bound source %q", src)
-		}
-		return err
-	})
+	c.createSource(t, ctx, w, dir, b.src)
 	streamFile := filepath.Join(dir, "stream.yaml")
 	writeText(t, streamFile, fmt.Sprintf("name: %s\nsource-id: %s\nblock-allow-list: {do-dbs: [%s]}\n"+
 		"start: {binlog-name: %s, binlog-pos: %d}\nformat: debezium\nsink: {type: file, file: {dir: %q}}\n",

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
@@ -308,4 +309,22 @@ func httpGet(ctx context.Context, url string) (int, []byte, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, body, err
+}
+
+// createSource creates the benchmarks' source (relay off, the harness's source user with DM's
+// grants) on inst with dmctl, bound to worker w, and waits until w reports it bound.
+func (c dmctlCluster) createSource(t *testing.T, ctx context.Context, w *workerProc, dir string, inst *mariadbtest.Instance) {
+	t.Helper()
+	sourceFile := filepath.Join(dir, "source.yaml")
+	writeText(t, sourceFile, fmt.Sprintf("source-id: %s\nflavor: mariadb\nenable-relay: false\n"+
+		"from: {host: %s, port: %d, user: %s, password: %q}\n",
+		benchSourceID, inst.Host(), inst.Port(), mariadbtest.SourceUser, mariadbtest.SourcePassword))
+	c.run(t, "source", "create", sourceFile, "--worker", w.name)
+	waitUntil(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
+		src, err := w.boundSource(ctx)
+		if err == nil && src != benchSourceID {
+			err = fmt.Errorf("bound source %q", src)
+		}
+		return err
+	})
 }
