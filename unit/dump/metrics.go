@@ -1,9 +1,9 @@
 package dump
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dmworker/dm-worker/pkg/metricsutil"
 )
 
 // Metrics are the dump unit's Prometheus metrics, shared by every dump unit
@@ -40,28 +40,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, labels),
 	}
 	if reg != nil {
-		m.rows = register(reg, m.rows)
-		m.bytes = register(reg, m.bytes)
-		m.chunks = register(reg, m.chunks)
-		m.lockHeld = register(reg, m.lockHeld)
+		m.rows = metricsutil.Register(reg, m.rows)
+		m.bytes = metricsutil.Register(reg, m.bytes)
+		m.chunks = metricsutil.Register(reg, m.chunks)
+		m.lockHeld = metricsutil.Register(reg, m.lockHeld)
 	}
 	return m
-}
-
-// register registers c with reg, or returns the collector reg already has
-// under its name. Any other registration error is a programming error.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic("dump: register metrics: " + err.Error())
 }
 
 // unitMetrics are the series of one unit; nil-safe.

@@ -1,9 +1,9 @@
 package load
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dmworker/dm-worker/pkg/metricsutil"
 )
 
 // Metrics are the load unit's Prometheus counters, shared by every load
@@ -31,22 +31,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return m
 	}
-	for _, c := range []**prometheus.CounterVec{&m.rows, &m.bytes, &m.chunks} {
-		err := reg.Register(*c)
-		if err == nil {
-			continue
-		}
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
-				*c = existing
-				continue
-			}
-		}
-		// A different collector under our name is a programming error of
-		// the binary, as with MustRegister.
-		panic(err)
-	}
+	m.rows = metricsutil.Register(reg, m.rows)
+	m.bytes = metricsutil.Register(reg, m.bytes)
+	m.chunks = metricsutil.Register(reg, m.chunks)
 	return m
 }
 
