@@ -10,9 +10,7 @@ import (
 // of the process (labelled by task and source). Create one with NewMetrics
 // and pass it to New; a nil *Metrics records nothing.
 type Metrics struct {
-	rows     *prometheus.CounterVec
-	bytes    *prometheus.CounterVec
-	chunks   *prometheus.CounterVec
+	metricsutil.ChunkCounters
 	lockHeld *prometheus.GaugeVec
 }
 
@@ -20,29 +18,17 @@ type Metrics struct {
 // reg they are not registered but still usable. A metric reg already holds
 // (a second NewMetrics on one registry) is shared.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	labels := []string{"task", "source"}
 	m := &Metrics{
-		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dm", Subsystem: "dump", Name: "rows_total",
-			Help: "Rows written to chunk files by the dump unit.",
-		}, labels),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dm", Subsystem: "dump", Name: "bytes_total",
-			Help: "Bytes written to chunk files by the dump unit.",
-		}, labels),
-		chunks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "dm", Subsystem: "dump", Name: "chunks_total",
-			Help: "Chunk files finished (fsynced and renamed) by the dump unit.",
-		}, labels),
+		ChunkCounters: metricsutil.NewChunkCounters(reg, "dump",
+			"Rows written to chunk files by the dump unit.",
+			"Bytes written to chunk files by the dump unit.",
+			"Chunk files finished (fsynced and renamed) by the dump unit."),
 		lockHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "dm", Subsystem: "dump", Name: "lock_held_seconds",
 			Help: "How long the last snapshot held FLUSH TABLES WITH READ LOCK (0 for the binlog-snapshot method).",
-		}, labels),
+		}, []string{"task", "source"}),
 	}
 	if reg != nil {
-		m.rows = metricsutil.Register(reg, m.rows)
-		m.bytes = metricsutil.Register(reg, m.bytes)
-		m.chunks = metricsutil.Register(reg, m.chunks)
 		m.lockHeld = metricsutil.Register(reg, m.lockHeld)
 	}
 	return m
@@ -58,9 +44,7 @@ func (u *unitMetrics) chunk(rows, bytes int64) {
 	if u == nil || u.m == nil {
 		return
 	}
-	u.m.rows.WithLabelValues(u.task, u.source).Add(float64(rows))
-	u.m.bytes.WithLabelValues(u.task, u.source).Add(float64(bytes))
-	u.m.chunks.WithLabelValues(u.task, u.source).Inc()
+	u.m.Add(u.task, u.source, rows, bytes)
 }
 
 func (u *unitMetrics) setLockHeld(seconds float64) {
@@ -75,9 +59,6 @@ func (u *unitMetrics) forget() {
 	if u == nil || u.m == nil {
 		return
 	}
-	labels := prometheus.Labels{"task": u.task, "source": u.source}
-	u.m.rows.DeletePartialMatch(labels)
-	u.m.bytes.DeletePartialMatch(labels)
-	u.m.chunks.DeletePartialMatch(labels)
-	u.m.lockHeld.DeletePartialMatch(labels)
+	u.m.Forget(u.task, u.source)
+	u.m.lockHeld.DeletePartialMatch(prometheus.Labels{"task": u.task, "source": u.source})
 }

@@ -14,7 +14,7 @@ import (
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := NewMetrics(reg)
-	if again := NewMetrics(reg); again.rows != m.rows {
+	if again := NewMetrics(reg); again.Rows != m.Rows {
 		t.Fatal("a second NewMetrics on one registry did not share the collectors")
 	}
 	src := startSource(t)

@@ -109,10 +109,10 @@ func loadEverything(t *testing.T, e *env) *Loader {
 	}
 	wantRows := m.Rows() - 2 // app.noins's rows are skipped
 	labels := []string{"full1", "mysql-01"}
-	if got := counterValue(t, l.metrics.m.rows.WithLabelValues(labels...)); int64(got) != wantRows {
+	if got := counterValue(t, l.metrics.m.Rows.WithLabelValues(labels...)); int64(got) != wantRows {
 		t.Fatalf("dm_load_rows_total = %v, want %d", got, wantRows)
 	}
-	if got := counterValue(t, l.metrics.m.chunks.WithLabelValues(labels...)); int(got) != m.Chunks() {
+	if got := counterValue(t, l.metrics.m.Chunks.WithLabelValues(labels...)); int(got) != m.Chunks() {
 		t.Fatalf("dm_load_chunks_total = %v, want %d", got, m.Chunks())
 	}
 

@@ -10,31 +10,17 @@ import (
 // unit of the process (labelled by task and source). Create one with
 // NewMetrics and pass it to New; a nil *Metrics records nothing.
 type Metrics struct {
-	rows   *prometheus.CounterVec
-	bytes  *prometheus.CounterVec
-	chunks *prometheus.CounterVec
+	metricsutil.ChunkCounters
 }
 
 // NewMetrics creates the metrics and registers them with reg; a nil reg
 // leaves them unregistered (tests). A collector already registered under
 // the same name is reused.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	vec := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "dm", Subsystem: "load", Name: name, Help: help},
-			[]string{"task", "source"})
-	}
-	m := &Metrics{
-		rows:   vec("rows_total", "Rows loaded into the target (committed chunks)."),
-		bytes:  vec("bytes_total", "Bytes of chunk files loaded into the target (committed chunks)."),
-		chunks: vec("chunks_total", "Chunk files loaded into the target, each in one transaction with its record."),
-	}
-	if reg == nil {
-		return m
-	}
-	m.rows = metricsutil.Register(reg, m.rows)
-	m.bytes = metricsutil.Register(reg, m.bytes)
-	m.chunks = metricsutil.Register(reg, m.chunks)
-	return m
+	return &Metrics{ChunkCounters: metricsutil.NewChunkCounters(reg, "load",
+		"Rows loaded into the target (committed chunks).",
+		"Bytes of chunk files loaded into the target (committed chunks).",
+		"Chunk files loaded into the target, each in one transaction with its record.")}
 }
 
 // unitMetrics are the series of one unit; nil-safe.
@@ -48,9 +34,7 @@ func (u *unitMetrics) chunk(rows, bytes int64) {
 	if u == nil || u.m == nil {
 		return
 	}
-	u.m.rows.WithLabelValues(u.task, u.source).Add(float64(rows))
-	u.m.bytes.WithLabelValues(u.task, u.source).Add(float64(bytes))
-	u.m.chunks.WithLabelValues(u.task, u.source).Inc()
+	u.m.Add(u.task, u.source, rows, bytes)
 }
 
 // forget deletes the unit's series (on Close/Kill).
@@ -58,8 +42,5 @@ func (u *unitMetrics) forget() {
 	if u == nil || u.m == nil {
 		return
 	}
-	labels := prometheus.Labels{"task": u.task, "source": u.source}
-	u.m.rows.DeletePartialMatch(labels)
-	u.m.bytes.DeletePartialMatch(labels)
-	u.m.chunks.DeletePartialMatch(labels)
+	u.m.Forget(u.task, u.source)
 }

@@ -33,5 +33,5 @@ func TestMetricsRegisterOnceAndReuse(t *testing.T) {
 	var none *unitMetrics
 	none.chunk(1, 1) // nil-safe
 	(&unitMetrics{}).chunk(1, 1)
-	NewMetrics(nil).rows.WithLabelValues("t", "s").Inc() // unregistered but usable
+	NewMetrics(nil).Rows.WithLabelValues("t", "s").Inc() // unregistered but usable
 }
