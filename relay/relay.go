@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	binlogupstream "github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
 
@@ -202,9 +203,9 @@ func (r *Relay) setErr(err error) {
 // MasterStatus queries SHOW MASTER STATUS, remembers it and updates the lag
 // metrics.
 func (r *Relay) MasterStatus(ctx context.Context) (binlog.Location, error) {
-	loc, err := masterStatus(ctx, r.db)
+	loc, err := binlogupstream.MasterStatus(ctx, r.db)
 	if err != nil {
-		return loc, err
+		return loc, fmt.Errorf("relay: %w", err)
 	}
 	r.mu.Lock()
 	r.master = loc

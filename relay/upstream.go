@@ -5,12 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dmworker/dm-worker/config"
-	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
 
@@ -94,38 +92,6 @@ func oldestBinlog(ctx context.Context, db *sql.DB) (string, error) {
 		return "", fmt.Errorf("relay: SHOW BINARY LOGS: %w", err)
 	}
 	return string(vals[0]), nil
-}
-
-// masterStatus returns SHOW MASTER STATUS's file and position.
-func masterStatus(ctx context.Context, db *sql.DB) (binlog.Location, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("relay: SHOW MASTER STATUS: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	cols, err := rows.Columns()
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("relay: SHOW MASTER STATUS: %w", err)
-	}
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return binlog.Location{}, fmt.Errorf("relay: SHOW MASTER STATUS: %w", err)
-		}
-		return binlog.Location{}, fmt.Errorf("relay: SHOW MASTER STATUS returned nothing: is log_bin on at the source?")
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	if err := rows.Scan(ptrs...); err != nil || len(vals) < 2 {
-		return binlog.Location{}, fmt.Errorf("relay: SHOW MASTER STATUS: %w", err)
-	}
-	pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("relay: SHOW MASTER STATUS position %q: %w", vals[1], err)
-	}
-	return binlog.Location{Name: string(vals[0]), Pos: uint32(pos)}, nil
 }
 
 // ServerID returns the replica server id the relay registers with: the

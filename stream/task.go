@@ -369,17 +369,9 @@ func (t *Task) sinkError(err error, n int) error {
 // (BINLOG_GTID_POS on MariaDB; @@gtid_executed, read just after, on MySQL;
 // empty without GTIDs), e.g. for ignore-untreated. Binlog must be on.
 func CurrentLocation(ctx context.Context, db *sql.DB) (binlog.Location, error) {
-	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	loc, err := upstream.MasterStatus(ctx, db)
 	if err != nil {
-		return binlog.Location{}, fmt.Errorf("stream: read the source's binlog position: SHOW MASTER STATUS: %w", err)
-	}
-	var loc binlog.Location
-	found, err := scanFirst(rows, &loc.Name, &loc.Pos)
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("stream: read the source's binlog position: SHOW MASTER STATUS: %w", err)
-	}
-	if !found {
-		return binlog.Location{}, errors.New("stream: SHOW MASTER STATUS returned no row: binlog is off on the source; turn on log_bin")
+		return binlog.Location{}, fmt.Errorf("stream: read the source's binlog position: %w", err)
 	}
 	var gtid sql.NullString
 	err = db.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS(?, ?)", loc.Name, loc.Pos).Scan(&gtid)
@@ -396,28 +388,3 @@ func CurrentLocation(ctx context.Context, db *sql.DB) (binlog.Location, error) {
 
 // erNoSuchFunction is ER_SP_DOES_NOT_EXIST: MySQL has no BINLOG_GTID_POS.
 const erNoSuchFunction = 1305
-
-// scanFirst scans the first columns of the first row into dest (the
-// remaining columns are skipped) and closes rows.
-func scanFirst(rows *sql.Rows, dest ...any) (bool, error) {
-	defer func() { _ = rows.Close() }()
-	cols, err := rows.Columns()
-	if err != nil {
-		return false, err
-	}
-	if !rows.Next() {
-		return false, rows.Err()
-	}
-	all := make([]any, len(cols))
-	for i := range all {
-		if i < len(dest) {
-			all[i] = dest[i]
-		} else {
-			all[i] = new(sql.RawBytes)
-		}
-	}
-	if err := rows.Scan(all...); err != nil {
-		return false, err
-	}
-	return true, rows.Close()
-}

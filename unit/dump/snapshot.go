@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
@@ -195,40 +196,12 @@ func (s *snapshot) binlogSnapshot(ctx context.Context) error {
 // masterStatus reads SHOW MASTER STATUS and the GTID position
 // (@@gtid_binlog_pos on MariaDB, @@gtid_executed on MySQL).
 func masterStatus(ctx context.Context, c *sql.Conn) (binlog.Location, error) {
-	rows, err := c.QueryContext(ctx, "SHOW MASTER STATUS")
-	if err != nil {
-		return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SHOW MASTER STATUS")
+	loc, err := upstream.MasterStatus(ctx, c)
+	if errors.Is(err, upstream.ErrNoBinlog) {
+		return binlog.Location{}, errs.New(CodeDumpSnapshot, false, "dump: %w", err)
 	}
-	var loc binlog.Location
-	found := false
-	err = scanAll(rows, func(r *sql.Rows) error {
-		cols, err := r.Columns()
-		if err != nil {
-			return err
-		}
-		vals := make([]sql.RawBytes, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := r.Scan(ptrs...); err != nil {
-			return err
-		}
-		if len(vals) < 2 {
-			return fmt.Errorf("%d columns, want at least 2", len(vals))
-		}
-		pos, err := strconv.ParseUint(string(vals[1]), 10, 32)
-		if err != nil {
-			return fmt.Errorf("position %q: %w", vals[1], err)
-		}
-		loc, found = binlog.Location{Name: string(vals[0]), Pos: uint32(pos)}, true
-		return nil
-	})
 	if err != nil {
-		return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SHOW MASTER STATUS")
-	}
-	if !found {
-		return binlog.Location{}, errs.New(CodeDumpSnapshot, false, "dump: SHOW MASTER STATUS is empty: the source's binary log is off; turn on log_bin")
+		return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump")
 	}
 	var gtid sql.NullString
 	if err := c.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {

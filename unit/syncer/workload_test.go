@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,7 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"database/sql"
 
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit/unittest"

@@ -1,7 +1,8 @@
 // Package upstream reads a source's binlog straight from the source over a
 // replication connection of its own: the binlog.StreamOpener that the sync
-// unit and stream tasks use when relay does not run for the source, and the
-// replica server id such a connection announces.
+// unit and stream tasks use when relay does not run for the source, the
+// replica server id such a connection announces, and the source's current
+// binlog position (MasterStatus, read through the caller's SQL connection).
 //
 // It owns the replication connection it opens and nothing else: no files,
 // no checkpoints, no SQL connections.
