@@ -105,11 +105,8 @@ loaders:
 func (f *fullData) kill(what string) {
 	f.t.Helper()
 	f.t.Logf("kill -9 %s", what)
-	f.w.signal(f.t, 9)
-	if _, err := f.w.wait(10 * time.Second); err != nil {
-		f.t.Fatal(err)
-	}
-	f.w = startWorker(f.t, f.wopts)
+	f.killWorker()
+	f.restartWorker()
 }
 
 // compareTables compares tables row by row (ordered by their first two

@@ -25,16 +25,10 @@ const (
 	fdMerged = "fd_merged"
 )
 
-// fullData is a source and a target MariaDB, an etcd and one dm-worker
-// process bound to the source, for tasks in modes full and all.
-type fullData struct {
-	t            *testing.T
-	c            *cluster
-	src, tgt     *mariadbtest.Instance
-	srcDB, tgtDB *sql.DB
-	wopts        workerOptions
-	w            *workerProc
-}
+// fullData is the replication tests' set-up (a source and a target
+// MariaDB, an etcd, one dm-worker process bound to the source), for tasks in
+// modes full and all.
+type fullData struct{ *replication }
 
 // startFullData starts the servers and the worker and creates the source
 // (connecting as user/password; "" = root; extra are more lines of the
@@ -42,7 +36,7 @@ type fullData struct {
 func startFullData(t *testing.T, srcOpts mariadbtest.Options, user, password string, extra ...string) *fullData {
 	t.Helper()
 	srcOpts.Name, srcOpts.Binlog = "source", true
-	f := &fullData{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, mariadbtest.Options{Name: "target"}), c: newEtcdCluster(t)}
+	f := &fullData{&replication{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, mariadbtest.Options{Name: "target"}), c: newEtcdCluster(t)}}
 	f.srcDB, f.tgtDB = f.src.DB(t), f.tgt.DB(t)
 	f.wopts = workerOptions{name: fdWorker, endpoints: f.c.endpoints, prefix: f.c.prefix, dataDir: t.TempDir()}
 	f.w = startWorker(t, f.wopts)
