@@ -308,11 +308,3 @@ func truncateSynced(f *os.File, size int64) error {
 	}
 	return f.Sync()
 }
-
-// wrapSinkErr prefixes a non-nil err with what.
-func wrapSinkErr(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
