@@ -313,39 +313,11 @@ func (r *replication) compareRows() {
 	}
 }
 
-// readRows reads every row of q as text, NULL as `NULL` and values quoted.
+// readRows reads every row of q as text (mariadbtest.QueryRows).
 func readRows(db *sql.DB, q string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, errors.Join(err, rows.Close())
-	}
-	var out []string
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, errors.Join(err, rows.Close())
-		}
-		fields := make([]string, len(cols))
-		for i, v := range vals {
-			if v == nil {
-				fields[i] = "NULL"
-			} else {
-				fields[i] = fmt.Sprintf("%q", v)
-			}
-		}
-		out = append(out, strings.Join(fields, ", "))
-	}
-	return out, errors.Join(rows.Err(), rows.Close())
+	return mariadbtest.QueryRows(ctx, db, q)
 }
 
 // diffRows describes up to limit rows found on one side only; "" when

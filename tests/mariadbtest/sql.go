@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,4 +209,40 @@ func MustExec(tb testing.TB, db *sql.DB, queries ...string) {
 			tb.Fatalf("%s: %v", q, err)
 		}
 	}
+}
+
+// QueryRows runs q on db and returns each row as one string, in the order
+// the server returns them: every value quoted (%q) and followed by "|",
+// NULL as "NULL|". Tests compare tables with it.
+func QueryRows(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]sql.RawBytes, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	var out []string
+	for rows.Next() {
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		for _, v := range vals {
+			if v == nil {
+				b.WriteString("NULL|")
+			} else {
+				fmt.Fprintf(&b, "%q|", v)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out, rows.Err()
 }

@@ -3,7 +3,6 @@ package load
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -216,36 +215,8 @@ func writeChunks(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int
 // tableRows reads a whole table as text rows, sorted.
 func tableRows(t testing.TB, db *sql.DB, table string) []string {
 	t.Helper()
-	rows, err := db.QueryContext(context.Background(), "SELECT * FROM "+table)
+	out, err := mariadbtest.QueryRows(context.Background(), db, "SELECT * FROM "+table)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	var out []string
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for _, v := range vals {
-			if v.Valid {
-				fmt.Fprintf(&b, "%q|", v.String)
-			} else {
-				b.WriteString("NULL|")
-			}
-		}
-		out = append(out, b.String())
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(out)

@@ -87,32 +87,7 @@ func tableRows(ctx context.Context, db *sql.DB, table string) ([]string, error) 
 	for i, c := range cols {
 		order[i] = quoteName(c)
 	}
-	rows, err := db.QueryContext(ctx, "SELECT * FROM "+table+" ORDER BY "+strings.Join(order, ","))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		var b strings.Builder
-		for _, v := range vals {
-			if v.Valid {
-				fmt.Fprintf(&b, "%q|", v.String)
-			} else {
-				b.WriteString("NULL|")
-			}
-		}
-		out = append(out, b.String())
-	}
-	return out, rows.Err()
+	return mariadbtest.QueryRows(ctx, db, "SELECT * FROM "+table+" ORDER BY "+strings.Join(order, ","))
 }
 
 func columnsOf(ctx context.Context, db *sql.DB, table string) ([]string, error) {
