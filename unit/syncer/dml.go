@@ -82,7 +82,7 @@ func where(ti *tableInfo, row []any) (string, []any) {
 		b.WriteString(quoteName(ti.columns[i]))
 		b.WriteString(op)
 		b.WriteByte('?')
-		args = append(args, whereValue(row[i], ti.binary[i]))
+		args = append(args, ti.whereArg(row[i], i))
 	}
 	return b.String(), args
 }
@@ -153,7 +153,7 @@ func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
 		b.WriteString(" IN ")
 		b.WriteString(placeholders(len(rows)))
 		for _, r := range rows {
-			args = append(args, whereValue(r[k], ti.binary[k]))
+			args = append(args, ti.whereArg(r[k], k))
 		}
 		return stmt{sql: b.String(), args: args}
 	}
@@ -168,7 +168,7 @@ func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
 			}
 			b.WriteString(quoteName(ti.columns[k]))
 			b.WriteString("=?")
-			args = append(args, whereValue(r[k], ti.binary[k]))
+			args = append(args, ti.whereArg(r[k], k))
 		}
 		b.WriteByte(')')
 	}

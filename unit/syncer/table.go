@@ -28,6 +28,9 @@ type tableInfo struct {
 	types          []byte // real binlog column type (ENUM/SET resolved)
 	unsigned       []bool
 	binary         []bool // string column holding bytes (binary collation)
+	// fixed is the byte length of a BINARY(n) column (0 for any other):
+	// the binlog strips its trailing 0x00 bytes.
+	fixed []int
 	// key identifies a row: the primary key or a unique key over NOT NULL
 	// columns. Empty: the table has none and rows are matched on all
 	// columns.
@@ -134,7 +137,7 @@ func buildTableInfo(src, target tableName, tm *replication.TableMapEvent, tt *ta
 		return nil, err
 	}
 	ti := &tableInfo{source: src, target: target, shape: tm, columns: names,
-		types: make([]byte, n), unsigned: make([]bool, n), binary: make([]bool, n)}
+		types: make([]byte, n), unsigned: make([]bool, n), binary: make([]bool, n), fixed: make([]int, n)}
 	ti.setColumnTypes(tm, tt)
 	byName := columnPositions{}
 	for i, name := range names {
@@ -192,7 +195,23 @@ func (ti *tableInfo) setColumnTypes(tm *replication.TableMapEvent, tt *targetTab
 		} else {
 			ti.binary[i] = ti.types[i] == mysql.MYSQL_TYPE_BLOB
 		}
+		if ti.binary[i] && ti.types[i] == mysql.MYSQL_TYPE_STRING {
+			ti.fixed[i] = stringLength(tm.ColumnMeta[i])
+		}
 	}
+}
+
+// stringLength is the byte length of a CHAR/BINARY column from its table
+// map metadata (the encoding go-mysql decodes values with).
+func stringLength(meta uint16) int {
+	if meta < 256 {
+		return int(meta)
+	}
+	b0, b1 := uint8(meta>>8), uint8(meta&0xFF)
+	if b0&0x30 != 0x30 {
+		return int(uint16(b1) | uint16((b0&0x30)^0x30)<<4)
+	}
+	return int(b1)
 }
 
 // columnPositions maps a lower-cased column name to its binlog position.

@@ -63,3 +63,30 @@ func TestColumnTypesRoundTrip(t *testing.T) {
 		t.Errorf("status binlog %q gtid %q", st.Binlog, st.BinlogGTID)
 	}
 }
+
+// TestEmptyBlobAndPaddedBinaryKey checks two values the binlog shortens: an
+// empty BLOB/TEXT must stay empty (not NULL) on the target, and rows keyed by a
+// BINARY(n) value ending in 0x00 (stripped in the binlog) must still be found
+// by UPDATE and DELETE.
+func TestEmptyBlobAndPaddedBinaryKey(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "pad")
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app",
+		"CREATE TABLE app.bk (k BINARY(4) PRIMARY KEY, b BLOB, x TEXT, v INT)")
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	r := unittest.Start(u, false, 0)
+	mariadbtest.MustExec(t, e.srcDB,
+		"INSERT INTO app.bk VALUES ('a', '', '', 1), (x'6200', x'00', NULL, 2), (x'63000000', NULL, 'c', 3), ('dd', 'd', 'd', 4)",
+		"UPDATE app.bk SET v = 20 WHERE k = x'6200'",
+		"UPDATE app.bk SET b = '' WHERE k = x'63'",
+		"DELETE FROM app.bk WHERE k = 'dd'")
+	e.waitEqual(t, same("app.bk"), r)
+	var n int
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM app.bk WHERE b = '' AND x = ''").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows with empty BLOB and TEXT on the target: %d, %v; want 1", n, err)
+	}
+	if res := r.Stop(t); res.Failed() {
+		t.Fatalf("sync unit: %+v", res)
+	}
+}

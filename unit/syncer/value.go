@@ -56,10 +56,23 @@ func convertValue(v any, typ byte, unsigned bool) any {
 	case string:
 		return []byte(x)
 	case []byte:
-		return append([]byte(nil), x...)
+		// Never nil: an empty BLOB must stay '' (nil is NULL).
+		return append([]byte{}, x...)
 	default:
 		return v
 	}
+}
+
+// whereArg is the WHERE form of column i's converted value: whereValue,
+// and a BINARY(n) value padded with 0x00 to n bytes, which the binlog strips
+// and without which `k = value` does not match the stored bytes.
+func (ti *tableInfo) whereArg(v any, i int) any {
+	if n := ti.fixed[i]; n > 0 {
+		if b, ok := v.([]byte); ok && len(b) < n {
+			return append(append(make([]byte, 0, n), b...), make([]byte, n-len(b))...)
+		}
+	}
+	return whereValue(v, ti.binary[i])
 }
 
 // whereValue is the form of a converted value in a WHERE clause: text
