@@ -23,6 +23,13 @@ import (
 // idle work (checkpoint, lag).
 const idleTick = 100 * time.Millisecond
 
+// markEvery bounds how long the read loop goes between marks: the newest
+// fully applied mark is the progress a validator waits for (SyncProgress),
+// so it advances about every second while the checkpoint is still saved
+// only every checkpoint-flush-interval. A mark makes each worker commit
+// what it holds, so one a second costs at most one small commit per worker.
+const markEvery = time.Second
+
 // errRunEnded cancels the workers when the read loop returns.
 var errRunEnded = errors.New("sync: run ended")
 
@@ -48,10 +55,13 @@ type reader struct {
 	pendingDDL binlog.Location // from the checkpoint: DDL that may have run
 
 	saved    binlog.Location // last saved checkpoint
+	savedAt  time.Time
+	applied  binlog.Location // newest fully applied mark (saved or not)
 	marks    []pendingMark
 	markedAt time.Time
 	marked   binlog.Location // location of the last mark sent
-	interval time.Duration
+	interval time.Duration   // between checkpoint saves
+	markGap  time.Duration   // between marks: min(interval, markEvery)
 
 	lastTS      uint32    // timestamp of the last event with one
 	publishedAt time.Time // when status last got the read location
@@ -103,7 +113,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	wg.Wait()
 
 	// Everything before the newest fully applied mark is on the target.
-	if loc, ok := r.appliedMark(); ok && loc.Compare(r.saved) > 0 {
+	if loc := r.newestApplied(); loc.Compare(r.saved) > 0 {
 		s.unsaved = &savedCheckpoint{loc: loc}
 	}
 	s.publishRunEnd()
@@ -209,6 +219,7 @@ func (s *Syncer) publishRunStart(disp *dispatcher, loc binlog.Location) {
 	s.disp = disp
 	s.prog.checkpoint, s.prog.checkpointGTID = loc.String(), loc.GTID
 	s.prog.binlog, s.prog.gtid = loc.String(), loc.GTID
+	s.prog.read, s.prog.applied = loc, loc
 }
 
 // publishRunEnd clears what only a running run shows in status.
@@ -226,8 +237,9 @@ func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 	loc := start.cp.loc
 	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
 		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
-		saved: loc, marked: loc, markedAt: time.Now(),
+		saved: loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
+	r.markGap = min(r.interval, markEvery)
 	r.ddl = s.newDDLApplier(r)
 	return r
 }
@@ -284,13 +296,13 @@ func (r *reader) idle(ctx context.Context) error {
 	return nil
 }
 
-// maybeMark sends a mark for the last transaction boundary when the flush
-// interval has passed (or force is set) and there is something new.
+// maybeMark sends a mark for the last transaction boundary when markGap
+// has passed (or force is set) and there is something new.
 func (r *reader) maybeMark(ctx context.Context, force bool) error {
 	if r.tr.EndIs(r.marked) {
 		return nil
 	}
-	if !force && time.Since(r.markedAt) < r.interval {
+	if !force && time.Since(r.markedAt) < r.markGap {
 		return nil
 	}
 	seq, err := r.disp.mark(ctx)
@@ -303,22 +315,27 @@ func (r *reader) maybeMark(ctx context.Context, force bool) error {
 	return nil
 }
 
-// appliedMark pops every fully applied mark and returns the newest one.
-func (r *reader) appliedMark() (binlog.Location, bool) {
+// newestApplied pops every fully applied mark and returns the newest
+// location all of whose changes are on the target, publishing it for
+// SyncProgress when it moved.
+func (r *reader) newestApplied() binlog.Location {
 	applied := r.disp.applied()
-	var loc binlog.Location
-	ok := false
+	moved := false
 	for len(r.marks) > 0 && r.marks[0].seq <= applied {
-		loc, ok = r.marks[0].loc, true
+		r.applied, moved = r.marks[0].loc, true
 		r.marks = r.marks[1:]
 	}
-	return loc, ok
+	if moved {
+		r.s.publishApplied(r.applied)
+	}
+	return r.applied
 }
 
-// maybeSave saves the newest fully applied mark as the checkpoint.
+// maybeSave saves the newest fully applied mark as the checkpoint once the
+// flush interval has passed since the last save.
 func (r *reader) maybeSave(ctx context.Context) error {
-	loc, ok := r.appliedMark()
-	if !ok || loc.Compare(r.saved) <= 0 && loc.GTID == r.saved.GTID {
+	loc := r.newestApplied()
+	if loc.Compare(r.saved) <= 0 && loc.GTID == r.saved.GTID || time.Since(r.savedAt) < r.interval {
 		return nil
 	}
 	return r.save(ctx, savedCheckpoint{loc: loc})
@@ -328,7 +345,11 @@ func (r *reader) save(ctx context.Context, cp savedCheckpoint) error {
 	if err := r.s.saveCheckpoint(ctx, cp); err != nil {
 		return err
 	}
-	r.saved = cp.loc
+	r.saved, r.savedAt = cp.loc, time.Now()
+	if cp.loc.Compare(r.applied) > 0 {
+		r.applied = cp.loc
+		r.s.publishApplied(cp.loc)
+	}
 	return nil
 }
 
@@ -353,6 +374,7 @@ func (r *reader) publish(ts uint32, force bool) {
 	r.publishedAt, r.unpublished = now, false
 	r.s.mu.Lock()
 	r.s.prog.binlog, r.s.prog.gtid = r.tr.Cur.String(), r.tr.GTIDSet().String()
+	r.s.prog.read = r.tr.Cur
 	if r.lastTS > 0 {
 		r.s.prog.eventTime = time.Unix(int64(r.lastTS), 0)
 	}

@@ -3,6 +3,8 @@ package syncer
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
 )
 
 // counters are the unit's running totals; atomics, read by Status at any
@@ -52,4 +54,28 @@ type progress struct {
 	warnings       []string
 	warned         map[tableName]bool
 	stuckOn        string
+	// read is the location read so far and applied the newest location
+	// all of whose changes are on the target (SyncProgress).
+	read, applied binlog.Location
+}
+
+// publishApplied records that every change before loc is on the target.
+func (s *Syncer) publishApplied(loc binlog.Location) {
+	s.mu.Lock()
+	s.prog.applied = loc
+	s.mu.Unlock()
+}
+
+// SyncProgress is the running unit's progress for the subtask's
+// validator (unit.SyncSource): every change before applied is committed on
+// the target, and nothing after read has been read yet, so nothing after
+// it can be on the target. ok is false between runs. Safe for concurrent
+// use with Process.
+func (s *Syncer) SyncProgress() (applied, read binlog.Location, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disp == nil {
+		return binlog.Location{}, binlog.Location{}, false
+	}
+	return s.prog.applied, s.prog.read, true
 }
