@@ -67,7 +67,7 @@ func convertValue(v any, typ byte, unsigned bool) any {
 // and a BINARY(n) value padded with 0x00 to n bytes, which the binlog strips
 // and without which `k = value` does not match the stored bytes.
 func (ti *tableInfo) whereArg(v any, i int) any {
-	if n := ti.fixed[i]; n > 0 {
+	if n := ti.fixedLen(i); n > 0 {
 		if b, ok := v.([]byte); ok && len(b) < n {
 			return append(append(make([]byte, 0, n), b...), make([]byte, n-len(b))...)
 		}
@@ -98,4 +98,12 @@ func (ti *tableInfo) convertRow(row []any) ([]any, error) {
 		out[i] = convertValue(v, ti.types[i], ti.unsigned[i])
 	}
 	return out, nil
+}
+
+// fixedLen is fixed[i], 0 when the info has no fixed lengths.
+func (ti *tableInfo) fixedLen(i int) int {
+	if i < len(ti.fixed) {
+		return ti.fixed[i]
+	}
+	return 0
 }
