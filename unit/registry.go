@@ -27,8 +27,9 @@ type Factory interface {
 	CheckMode(mode string) error
 	NewUnit(t Type, cfg *config.SubTaskConfig, logger *zap.Logger) (Unit, error)
 	// NewValidator creates the subtask's validator, or returns an error if
-	// validation is unavailable.
-	NewValidator(cfg *config.SubTaskConfig, logger *zap.Logger) (Validator, error)
+	// validation is unavailable. sync tells it how far the subtask's sync
+	// unit has got.
+	NewValidator(cfg *config.SubTaskConfig, sync SyncSource, logger *zap.Logger) (Validator, error)
 	// Precheck checks the source and target requirements of cfg's task
 	// mode (DESIGN.md §9) before a subtask's first unit runs for the first
 	// time; the error lists every unmet requirement.
@@ -42,7 +43,7 @@ type PrecheckFunc func(ctx context.Context, cfg *config.SubTaskConfig) error
 type Constructor func(cfg *config.SubTaskConfig, logger *zap.Logger) (Unit, error)
 
 // ValidatorConstructor builds the validator of a subtask.
-type ValidatorConstructor func(cfg *config.SubTaskConfig, logger *zap.Logger) (Validator, error)
+type ValidatorConstructor func(cfg *config.SubTaskConfig, sync SyncSource, logger *zap.Logger) (Validator, error)
 
 // Registry is a Factory built from constructors, so production and tests
 // build factories the same way. It is immutable and safe for concurrent use.
@@ -111,12 +112,12 @@ func (r *Registry) NewUnit(t Type, cfg *config.SubTaskConfig, logger *zap.Logger
 
 // NewValidator builds the validator, or returns a Coded
 // CodeValidatorUnsupported error when none is registered.
-func (r *Registry) NewValidator(cfg *config.SubTaskConfig, logger *zap.Logger) (Validator, error) {
+func (r *Registry) NewValidator(cfg *config.SubTaskConfig, sync SyncSource, logger *zap.Logger) (Validator, error) {
 	if r.validator == nil {
 		return nil, errs.New(CodeValidatorUnsupported, false,
 			"unit: validation of subtask %q is not available in this build", cfg.Name)
 	}
-	v, err := r.validator(cfg, logger)
+	v, err := r.validator(cfg, sync, logger)
 	if err != nil {
 		return nil, fmt.Errorf("unit: create validator for subtask %q: %w", cfg.Name, err)
 	}

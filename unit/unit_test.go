@@ -133,7 +133,7 @@ func TestRegistryNew(t *testing.T) {
 			}
 		})
 	}
-	if _, err := r.NewValidator(cfg, zap.NewNop()); errs.Code(err) != CodeValidatorUnsupported {
+	if _, err := r.NewValidator(cfg, nil, zap.NewNop()); errs.Code(err) != CodeValidatorUnsupported {
 		t.Fatalf("NewValidator without constructor: %v", err)
 	}
 }

@@ -59,6 +59,8 @@ const (
 	CodePurgeForbidden         = "purge-forbidden"
 	CodeHandleErrorUnsupported = "handle-error-unsupported"
 	CodeValidatorNotRunning    = "validator-not-running"
+	CodeValidationErrNotFound  = "validation-error-not-found"
+	CodeTargetUnavailable      = "target-unavailable"
 	CodeForbidden              = "forbidden"
 	CodeRequestTooLarge        = "request-too-large"
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit"
+	"github.com/dmworker/dm-worker/unit/validate"
 )
 
 // maxBodyBytes bounds request bodies; every request body here is small.
@@ -50,10 +51,13 @@ type ValidationErrorsRequest struct {
 }
 
 // ValidationErrorHandler is implemented by validators that keep validation
-// errors an operator can list and ignore/resolve/clear.
+// errors an operator can list and ignore/resolve/clear, whether or not
+// they run.
 type ValidationErrorHandler interface {
 	ValidationErrors(ctx context.Context, state string) (any, error)
-	OperateValidationErrors(ctx context.Context, req ValidationErrorsRequest) error
+	// OperateValidationErrors applies op to error id, or to every error
+	// when all is set, and returns how many errors changed.
+	OperateValidationErrors(ctx context.Context, op string, id int64, all bool) (int64, error)
 }
 
 // route is one endpoint of the API: its ServeMux pattern, the methods it
@@ -231,26 +235,45 @@ func (s *Server) handleValidationErrors(w http.ResponseWriter, r *http.Request) 
 		writeError(w, subtaskNotFound(name))
 		return
 	}
-	v, ok := st.Validator().(ValidationErrorHandler)
+	v, ok := st.ValidationErrorHandler().(ValidationErrorHandler)
 	if !ok {
 		writeError(w, &APIError{http.StatusConflict, CodeValidatorNotRunning,
-			fmt.Sprintf("subtask %q has no running validator; start it with `dmctl validation start %s`", name, name)})
+			fmt.Sprintf("subtask %q has no validator in this build", name)})
 		return
 	}
 	if r.Method == http.MethodGet {
 		out, err := v.ValidationErrors(r.Context(), state)
 		if err != nil {
-			writeError(w, err)
+			writeError(w, validationAPIError(err))
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
 		return
 	}
-	if err := v.OperateValidationErrors(r.Context(), req); err != nil {
-		writeError(w, err)
+	var id int64
+	if req.ID != nil {
+		id = *req.ID
+	}
+	n, err := v.OperateValidationErrors(r.Context(), req.Op, id, req.All)
+	if err != nil {
+		writeError(w, validationAPIError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"result": "ok"})
+	writeJSON(w, http.StatusOK, map[string]any{"result": "ok", "changed": n})
+}
+
+// validationAPIError maps a validator's error to its HTTP status: an
+// unknown error id is 404, a bad request 400, the target unreachable 503.
+func validationAPIError(err error) error {
+	switch code := errs.Code(err); {
+	case code == validate.CodeErrorNotFound:
+		return &APIError{http.StatusNotFound, CodeValidationErrNotFound, err.Error()}
+	case code == validate.CodeBadOp:
+		return &APIError{http.StatusBadRequest, CodeBadRequest, err.Error()}
+	case errs.IsResumable(err):
+		return &APIError{http.StatusServiceUnavailable, CodeTargetUnavailable, err.Error()}
+	}
+	return &APIError{http.StatusInternalServerError, errs.CodeInternal, err.Error()}
 }
 
 func (s *Server) subTask(name string) *SubTask {

@@ -64,12 +64,12 @@ func (f *secretFactory) NewUnit(t unit.Type, cfg *config.SubTaskConfig, logger *
 	return f.Factory.NewUnit(t, rc, logger)
 }
 
-func (f *secretFactory) NewValidator(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Validator, error) {
+func (f *secretFactory) NewValidator(cfg *config.SubTaskConfig, sync unit.SyncSource, logger *zap.Logger) (unit.Validator, error) {
 	rc, err := resolveSubTask(cfg, f.key)
 	if err != nil {
 		return nil, err
 	}
-	return f.Factory.NewValidator(rc, logger)
+	return f.Factory.NewValidator(rc, sync, logger)
 }
 
 func (f *secretFactory) Precheck(ctx context.Context, cfg *config.SubTaskConfig) error {

@@ -49,7 +49,9 @@ func newSWFactory() *swFactory {
 			}
 			return u, nil
 		},
-	}, func(*config.SubTaskConfig, *zap.Logger) (unit.Validator, error) { return &testValidator{}, nil })
+	}, func(*config.SubTaskConfig, unit.SyncSource, *zap.Logger) (unit.Validator, error) {
+		return &testValidator{}, nil
+	})
 	return f
 }
 

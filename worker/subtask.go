@@ -54,7 +54,8 @@ type SubTask struct {
 	cur        int  // index of the current unit; units[:cur] are closed
 	started    bool // units[cur] ran (Process), so it continues with Resume
 	valid      unit.Validator
-	vRunning   bool // valid was started and not stopped by StopValidator
+	vRunning   bool                  // valid was started and not stopped by StopValidator
+	vcfg       *config.SubTaskConfig // the config valid was started with
 }
 
 // NewSubTask returns a SubTask in stage New with the pipeline of cfg's task

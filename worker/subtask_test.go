@@ -474,7 +474,7 @@ func TestSubTaskStatusAndValidator(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"name":"task1","stage":"New","unit":"Sync","errors":[],"progress":{"progress":0,"state":"new"},` +
-		`"validator":{"stage":"Stopped","pending":0,"errors":{"new":0,"ignored":0,"resolved":0}}}`
+		`"validator":{"stage":"Stopped","pending":0,"errors":{"new":0,"ignored":0,"resolved":0},"rows-checked":0,"lag-seconds":0}}`
 	if string(b) != want {
 		t.Fatalf("status\n got %s\nwant %s", b, want)
 	}

@@ -3,16 +3,19 @@ package worker
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
 )
 
 // StartValidator creates the subtask's validator through the factory and
-// starts it. It does nothing when the validator already runs; a validator
-// that stopped by itself is replaced. ctx bounds the start only.
+// starts it. It does nothing when the validator already runs with the
+// subtask's current config; a validator that stopped by itself, or runs
+// with an older config, is replaced. ctx bounds the start only.
 func (s *SubTask) StartValidator(ctx context.Context) error {
 	s.vops.Lock()
 	defer s.vops.Unlock()
@@ -20,16 +23,16 @@ func (s *SubTask) StartValidator(ctx context.Context) error {
 		return fmt.Errorf("%w: start validator of subtask %q", ErrClosed, s.name)
 	}
 	s.mu.Lock()
-	old, running := s.valid, s.vRunning
+	old, running, oldCfg := s.valid, s.vRunning, s.vcfg
 	cfg := s.cfg.Clone()
 	s.mu.Unlock()
-	if running && old.Stage() == stage.Running {
+	if running && old.Stage() == stage.Running && reflect.DeepEqual(oldCfg, cfg) {
 		return nil
 	}
 	if running {
 		old.Stop()
 	}
-	v, err := s.factory.NewValidator(cfg, s.logger.With(zap.String("unit", string(unit.TypeValidate))))
+	v, err := s.factory.NewValidator(cfg, s, s.logger.With(zap.String("unit", string(unit.TypeValidate))))
 	if err != nil {
 		return fmt.Errorf("start validator of subtask %q: %w", s.name, err)
 	}
@@ -38,7 +41,7 @@ func (s *SubTask) StartValidator(ctx context.Context) error {
 		return fmt.Errorf("start validator of subtask %q: %w", s.name, err)
 	}
 	s.mu.Lock()
-	s.valid, s.vRunning = v, true
+	s.valid, s.vRunning, s.vcfg = v, true, cfg
 	s.mu.Unlock()
 	s.logger.Info("validator started")
 	return nil
@@ -68,4 +71,38 @@ func (s *SubTask) Validator() unit.Validator {
 		return nil
 	}
 	return s.valid
+}
+
+// SyncProgress is the progress of the subtask's sync unit while it runs
+// (unit.SyncSource), for the validator.
+func (s *SubTask) SyncProgress() (applied, read binlog.Location, ok bool) {
+	if src, is := s.Unit().(unit.SyncSource); is {
+		return src.SyncProgress()
+	}
+	return binlog.Location{}, binlog.Location{}, false
+}
+
+// ValidationErrorHandler returns the subtask's validator, running or not,
+// to list and handle its validation errors (kept in the target's meta
+// schema). A subtask whose validator never ran in this process gets one
+// created (not started) from its config. nil when this build has no
+// validator.
+func (s *SubTask) ValidationErrorHandler() unit.Validator {
+	s.vops.Lock()
+	defer s.vops.Unlock()
+	s.mu.Lock()
+	v, cfg := s.valid, s.cfg.Clone()
+	s.mu.Unlock()
+	if v != nil {
+		return v
+	}
+	v, err := s.factory.NewValidator(cfg, s, s.logger.With(zap.String("unit", string(unit.TypeValidate))))
+	if err != nil {
+		s.logger.Warn("no validator to handle validation errors", zap.Error(err))
+		return nil
+	}
+	s.mu.Lock()
+	s.valid = v
+	s.mu.Unlock()
+	return v
 }

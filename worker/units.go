@@ -12,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/unit/dump"
 	"github.com/dmworker/dm-worker/unit/load"
 	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/unit/validate"
 )
 
 // FactoryBuilder builds the unit factory of one bound source. relay returns
@@ -24,17 +25,19 @@ type UnitOptions struct {
 	// DataDir is the worker's data-dir: dump directories are under it
 	// unless loader.dir is absolute.
 	DataDir string
-	// Sync, Dump and Load hold the units' metrics; nil for none.
-	Sync *syncer.Metrics
-	Dump *dump.Metrics
-	Load *load.Metrics
+	// Sync, Dump, Load and Validate hold the units' metrics; nil for none.
+	Sync     *syncer.Metrics
+	Dump     *dump.Metrics
+	Load     *load.Metrics
+	Validate *validate.Metrics
 	// Logger logs the prechecks; units log through their subtask's logger.
 	Logger *zap.Logger
 }
 
 // NewUnitFactory is the factory builder of the real data-plane units of
-// this build: dump, load and sync (every task mode), and the precheck of
-// every subtask's requirements (unit/check) before its first unit runs.
+// this build: dump, load and sync (every task mode), the validator, and the
+// precheck of every subtask's requirements (unit/check) before its first
+// unit runs.
 func NewUnitFactory(o UnitOptions) FactoryBuilder {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -50,7 +53,9 @@ func NewUnitFactory(o UnitOptions) FactoryBuilder {
 			unit.TypeSync: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
 				return syncer.New(cfg, src, relay, o.Sync, logger)
 			},
-		}, nil).WithPrecheck(check.Precheck(src, o.Logger))
+		}, func(cfg *config.SubTaskConfig, sync unit.SyncSource, logger *zap.Logger) (unit.Validator, error) {
+			return validate.New(cfg, src, relay, sync, o.Validate, logger)
+		}).WithPrecheck(check.Precheck(src, o.Logger))
 	}
 }
 

@@ -278,7 +278,7 @@ func newTestFactory(withValidator bool, units ...*testUnit) *testFactory {
 	}
 	var vc unit.ValidatorConstructor
 	if withValidator {
-		vc = func(*config.SubTaskConfig, *zap.Logger) (unit.Validator, error) {
+		vc = func(*config.SubTaskConfig, unit.SyncSource, *zap.Logger) (unit.Validator, error) {
 			v := &testValidator{}
 			f.mu.Lock()
 			f.validators = append(f.validators, v)

@@ -31,6 +31,7 @@ import (
 	"github.com/dmworker/dm-worker/unit/dump"
 	"github.com/dmworker/dm-worker/unit/load"
 	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/unit/validate"
 	"github.com/dmworker/dm-worker/worker"
 )
 
@@ -128,7 +129,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		NewFactory:   worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Logger: logger}),
+		NewFactory:   worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Validate: m.valid, Logger: logger}),
 		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
 		NewStreams:   worker.NewStreamRuntimeBuilder(m.worker),
 		StreamMeta:   meta, StreamMetaErr: metaErr,
@@ -169,6 +170,7 @@ type processMetrics struct {
 	dump   *dump.Metrics
 	load   *load.Metrics
 	relay  *relay.Metrics
+	valid  *validate.Metrics
 }
 
 func newMetrics() (processMetrics, error) {
@@ -183,7 +185,7 @@ func newMetrics() (processMetrics, error) {
 	if err := m.relay.Register(m.reg); err != nil {
 		return m, fmt.Errorf("register relay metrics: %w", err)
 	}
-	m.dump, m.load = dump.NewMetrics(m.reg), load.NewMetrics(m.reg)
+	m.dump, m.load, m.valid = dump.NewMetrics(m.reg), load.NewMetrics(m.reg), validate.NewMetrics(m.reg)
 	return m, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
+	"github.com/dmworker/dm-worker/unit/validate/validmeta"
 )
 
 // startOptions are the flags of "task start" that act on the target and
@@ -35,7 +36,7 @@ type startOptions struct {
 func addStartFlags(fs *flag.FlagSet) *startOptions {
 	o := &startOptions{}
 	fs.BoolVar(&o.removeMeta, "remove-meta", false,
-		"before creating the task, delete its checkpoints in <meta-schema> on the target (the task must not exist in etcd)")
+		"before creating the task, delete its checkpoints and validation errors in <meta-schema> on the target (the task must not exist in etcd)")
 	fs.StringVar(&o.startTime, "start-time", "",
 		`incremental task: start each source at its first binlog event at or after this time ("2006-01-02 15:04:05" in the source's time zone, or RFC 3339)`)
 	return o
@@ -172,6 +173,11 @@ func (o *startOptions) onTarget(ctx context.Context, e *env, key *secret.Key, ta
 		return fmt.Errorf("--remove-meta: %s: %w", where, err)
 	}
 	removed = append(removed, loads...)
+	checks, err := validmeta.RemoveTask(ctx, db, t.schema, task)
+	if err != nil {
+		return fmt.Errorf("--remove-meta: %s: %w", where, err)
+	}
+	removed = append(removed, checks...)
 	if len(removed) == 0 {
 		fmt.Fprintf(e.stderr, "note: --remove-meta: task %s had no checkpoints in %s\n", task, where)
 	}

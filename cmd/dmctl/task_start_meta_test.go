@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
+	"github.com/dmworker/dm-worker/unit/validate/validmeta"
 )
 
 // metaEnv is an etcd harness with source mysql-01 on a real MariaDB with
@@ -169,11 +170,12 @@ func TestTaskStartTime(t *testing.T) {
 	m.fail([]string{"task", "start", m.taskFile("dry", "incremental"), "--start-time", m.localTime(a.at), "--dry-run"}, "cannot be combined")
 }
 
-// metaTables are the sync and load units' tables in dm_meta.
-var metaTables = append(slices.Clone(syncmeta.Tables), loadmeta.Tables...)
+// metaTables are the sync and load units' and the validator's tables in
+// dm_meta.
+var metaTables = slices.Concat(syncmeta.Tables, loadmeta.Tables, validmeta.Tables)
 
 // checkpointRows returns "task/source" of every row in the sync and load
-// units' tables of dm_meta, sorted, table by table.
+// units' and the validator's tables of dm_meta, sorted, table by table.
 func (m *metaEnv) checkpointRows() map[string][]string {
 	m.t.Helper()
 	out := make(map[string][]string)
@@ -197,12 +199,13 @@ func (m *metaEnv) checkpointRows() map[string][]string {
 	return out
 }
 
-// putCheckpoints writes checkpoint and safe-point rows, and load records,
-// of task on sources into tables made by the units' own statements.
+// putCheckpoints writes checkpoint and safe-point rows, load records and
+// validator rows of task on sources into tables made by the units' own
+// statements.
 func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 	m.t.Helper()
 	ctx := context.Background()
-	for _, q := range append(syncmeta.CreateStatements("dm_meta"), loadmeta.CreateStatements("dm_meta")...) {
+	for _, q := range slices.Concat(syncmeta.CreateStatements("dm_meta"), loadmeta.CreateStatements("dm_meta"), validmeta.CreateStatements("dm_meta")) {
 		if _, err := m.db.ExecContext(ctx, q); err != nil {
 			m.t.Fatal(err)
 		}
@@ -212,6 +215,9 @@ func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_safe_point (task, source, worker, binlog_name, binlog_pos) VALUES (?, ?, 0, 'mariadb-bin.000001', 4)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_checkpoint (task, source, dump_id, chunk_file, table_schema, table_name, row_count, byte_count) VALUES (?, ?, 'd1', 't00000.000000.tsv', 'shop', 't', 1, 2)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_status (task, source, dump_id, finished) VALUES (?, ?, 'd1', 1)", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.validator_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid, rows_checked) VALUES (?, ?, 'mariadb-bin.000001', 4, '', 7)", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.validator_error (task, source, src_table, target_table, table_hash, row_key, key_hash, kind, state, binlog_name, binlog_pos) "+
+			"VALUES (?, ?, 'shop.t', 'shop.t', UNHEX(SHA1('shop.t')), '{\"id\":\"1\"}', UNHEX(SHA1('{\"id\":\"1\"}')), 'missing', 'new', 'mariadb-bin.000001', 4)", task, s)
 	}
 }
 
@@ -246,7 +252,9 @@ func TestTaskStartRemoveMeta(t *testing.T) {
 	for _, w := range []string{"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_checkpoint`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_safe_point`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_checkpoint`",
-		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_status`"} {
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_status`",
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`validator_checkpoint`",
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`validator_error`"} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("--remove-meta stderr lacks %q:\n%s", w, r.stderr)
 		}

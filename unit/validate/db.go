@@ -1,0 +1,84 @@
+package validate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/filter"
+)
+
+// openTarget opens the validator's pool to the target, for the comparer.
+// Sessions must read TIMESTAMP values in UTC, as the sync unit writes them
+// and the binlog carries them: time_zone '+00:00' is forced (a time_zone in
+// the target's session block is overridden, as in the sync unit). Queries
+// interpolate their arguments client-side (interpolateParams, as the sync
+// unit: the same literals, so key values match the same rows; one round
+// trip per query) and are read over the text protocol, whose exact forms
+// the comparer's SELECT expressions produce. String columns are read with
+// CAST(... AS BINARY), so the session's character_set_results does not
+// matter. ParseTime is off: temporal values arrive as text.
+func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+	cfg := ep.DriverConfig()
+	cfg.InterpolateParams = true
+	cfg.ParseTime = false
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	pool, err := ep.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("validator target: %w", err)
+	}
+	pool.SetMaxOpenConns(maxConns)
+	pool.SetMaxIdleConns(maxConns)
+	pool.SetConnMaxIdleTime(5 * time.Minute)
+	return pool, nil
+}
+
+// Server errors meaning the target table (or its database) does not exist.
+const (
+	errNoSuchTable = 1146 // ER_NO_SUCH_TABLE
+	errBadDB       = 1049 // ER_BAD_DB_ERROR
+)
+
+// isTableGone reports whether err is the server saying the table or its
+// database does not exist.
+func isTableGone(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == errNoSuchTable || me.Number == errBadDB)
+}
+
+// targetColumn is what the comparer needs of a target column.
+type targetColumn struct {
+	// binaryLen is the length of a BINARY(n) column, whose values the
+	// binlog carries without their trailing zeros; 0 for other columns.
+	binaryLen int
+}
+
+// readTargetColumns returns the target table's columns by lower-cased
+// name; none when the table does not exist.
+func readTargetColumns(ctx context.Context, db *sql.DB, t filter.TableName) (_ map[string]targetColumn, err error) {
+	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, IF(DATA_TYPE = 'binary', CHARACTER_OCTET_LENGTH, 0) "+
+		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, rows.Close()) }()
+	cols := map[string]targetColumn{}
+	for rows.Next() {
+		var name string
+		var col targetColumn
+		if err := rows.Scan(&name, &col.binaryLen); err != nil {
+			return nil, err
+		}
+		cols[strings.ToLower(name)] = col
+	}
+	return cols, rows.Err()
+}

@@ -1,0 +1,269 @@
+package validate
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/unit/syncer"
+)
+
+// idleTick is how long the reader waits for an event before it publishes
+// its transaction boundary.
+const idleTick = 200 * time.Millisecond
+
+// reader reads the binlog into the pending set; one goroutine uses it.
+type reader struct {
+	*run
+	tables  *syncer.Tables
+	tr      *binlog.Tracker
+	silence time.Duration
+	// txnSince is the boundary before the open transaction, once one of
+	// its changes needed it; zero otherwise.
+	txnSince    binlog.Location
+	publishedAt time.Time
+	skip        map[string]bool // tables reported as not checkable
+}
+
+// loop reads until ctx ends or an event cannot be handled.
+func (rd *reader) loop(ctx context.Context, stream binlog.Streamer) error {
+	return binlog.ReadLoop(ctx, stream, idleTick, rd.silence, func(ev *replication.BinlogEvent) error {
+		if err := rd.handle(ctx, ev); err != nil {
+			return err
+		}
+		rd.publish(false)
+		return nil
+	}, func() error {
+		rd.publish(true)
+		return nil
+	}, readError)
+}
+
+// handle processes one event.
+func (rd *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	kind, err := rd.tr.Track(ev)
+	if err != nil {
+		return errs.New(CodeRead, false, "validate: %w", err)
+	}
+	switch kind {
+	case binlog.EventCommit:
+		return rd.commit()
+	case binlog.EventQuery:
+		rd.ddl(ev.Event.(*replication.QueryEvent))
+		return rd.commit()
+	case binlog.EventRows:
+		return rd.rows(ctx, ev, ev.Event.(*replication.RowsEvent))
+	}
+	return nil
+}
+
+func (rd *reader) commit() error {
+	if err := rd.tr.Commit(); err != nil {
+		return errs.New(CodeRead, false, "validate: %w", err)
+	}
+	rd.txnSince = binlog.Location{}
+	return nil
+}
+
+// publish makes the read location visible to the judge (after every
+// event, so every change before it is in the pending set) and, between
+// transactions, the boundary at most every idleTick or when forced.
+func (rd *reader) publish(force bool) {
+	var boundary binlog.Location
+	withBoundary := !rd.tr.InTxn && (force || time.Since(rd.publishedAt) >= idleTick)
+	if withBoundary {
+		boundary, rd.publishedAt = rd.tr.End(), time.Now()
+	}
+	rd.mu.Lock()
+	rd.readLoc = rd.tr.Cur
+	if withBoundary {
+		rd.boundary = boundary
+	}
+	rd.mu.Unlock()
+}
+
+// ddl forgets table structures (the comparer's too) and the pending rows
+// of tables whose rows the statement removed or moved.
+func (rd *reader) ddl(e *replication.QueryEvent) {
+	rd.tables.Invalidate()
+	rd.cmp.invalidate()
+	tables, dbs := syncer.RowsRemovedBy(string(e.Schema), string(e.Query))
+	if len(tables) == 0 && len(dbs) == 0 {
+		return
+	}
+	tset, dset := map[string]bool{}, map[string]bool{}
+	for _, t := range tables {
+		tset[t.String()] = true
+	}
+	for _, d := range dbs {
+		dset[d] = true
+	}
+	if n := rd.pend.dropTables(tset, dset); n > 0 {
+		rd.v.logger.Info("validator forgets rows a DDL removed", zap.Int("rows", n),
+			zap.String("ddl", clip(string(e.Query))))
+	}
+}
+
+// rows adds the changes of one rows event of a selected table.
+func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
+	kind, ok := binlog.RowsEventKind(ev.Header.EventType)
+	if !ok || e.Table == nil {
+		return nil
+	}
+	schema, table := string(e.Table.Schema), string(e.Table.Table)
+	if !rd.sel.Tables.TableAllowed(schema, table) {
+		return nil
+	}
+	// Changes the sync unit's filter rules skip are not on the target by
+	// design; an Error rule stops the sync unit, not the validator.
+	if skip, err := rd.sel.Events.Skip(schema, table, eventName(kind), ""); skip || err != nil {
+		return nil
+	}
+	t, err := rd.tables.Get(ctx, e.Table)
+	if err != nil {
+		return err
+	}
+	if len(t.Key) == 0 {
+		rd.noKey(t)
+		return nil
+	}
+	if rd.txnSince.IsZero() {
+		rd.txnSince = rd.tr.End()
+	}
+	cs, err := rd.changes(t, kind, e.Rows, binlog.Location{Name: rd.tr.Cur.Name, Pos: ev.Header.LogPos},
+		time.Unix(int64(ev.Header.Timestamp), 0))
+	if err != nil {
+		return err
+	}
+	if !rd.pend.add(cs) {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// changes turns the rows of one event into changes: the newest image of
+// each key, or its absence. An update that changes the key deletes the
+// old key.
+func (rd *reader) changes(t *syncer.Table, kind binlog.RowsKind, rows [][]any, loc binlog.Location,
+	at time.Time) ([]change, error) {
+	step := 1
+	if kind == binlog.RowsUpdate {
+		step = 2
+	}
+	cs := make([]change, 0, len(rows)/step+1)
+	add := func(image []any, present bool) {
+		key := keyOf(t, image)
+		c := change{id: rowID(t, key), table: t, key: key, loc: loc, since: rd.txnSince, time: at}
+		if present {
+			c.want = image
+		}
+		cs = append(cs, c)
+	}
+	for i := 0; i+step <= len(rows); i += step {
+		first, err := t.ConvertRow(rows[i])
+		if err != nil {
+			return nil, err
+		}
+		switch kind {
+		case binlog.RowsInsert:
+			add(first, true)
+		case binlog.RowsDelete:
+			add(first, false)
+		default:
+			after, err := t.ConvertRow(rows[i+1])
+			if err != nil {
+				return nil, err
+			}
+			if rowID(t, keyOf(t, first)) != rowID(t, keyOf(t, after)) {
+				add(first, false)
+			}
+			add(after, true)
+		}
+	}
+	return cs, nil
+}
+
+// noKey records, once per table, that rows of a table without a primary or
+// NOT NULL unique key cannot be checked.
+func (rd *reader) noKey(t *syncer.Table) {
+	name := t.Source.String()
+	if rd.skip == nil {
+		rd.skip = map[string]bool{}
+	}
+	if rd.skip[name] {
+		return
+	}
+	rd.skip[name] = true
+	rd.v.logger.Warn("validator skips a table without a primary key or NOT NULL unique key", zap.String("table", name))
+	rd.mu.Lock()
+	rd.skipped = append(rd.skipped, name)
+	rd.mu.Unlock()
+}
+
+// eventName is the filter event of a rows kind.
+func eventName(k binlog.RowsKind) string {
+	switch k {
+	case binlog.RowsInsert:
+		return filter.EvInsert
+	case binlog.RowsUpdate:
+		return filter.EvUpdate
+	default:
+		return filter.EvDelete
+	}
+}
+
+// keyOf returns the key values of a converted row image.
+func keyOf(t *syncer.Table, image []any) []any {
+	key := make([]any, len(t.Key))
+	for i, c := range t.Key {
+		key[i] = image[c]
+	}
+	return key
+}
+
+// rowID names a row: its source table and an exact encoding of its key.
+func rowID(t *syncer.Table, key []any) string {
+	var b []byte
+	b = append(b, t.Source.Schema...)
+	b = append(b, 0)
+	b = append(b, t.Source.Table...)
+	for _, v := range key {
+		b = append(b, 0)
+		switch x := v.(type) {
+		case nil:
+			b = append(b, 'n')
+		case int64:
+			b = strconv.AppendInt(append(b, 'i'), x, 10)
+		case uint64:
+			b = strconv.AppendUint(append(b, 'u'), x, 10)
+		case float64:
+			b = binary.BigEndian.AppendUint64(append(b, 'f'), math.Float64bits(x))
+		case []byte:
+			b = binary.AppendUvarint(append(b, 'b'), uint64(len(x)))
+			b = append(b, x...)
+		case string:
+			b = binary.AppendUvarint(append(b, 's'), uint64(len(x)))
+			b = append(b, x...)
+		default:
+			b = append(append(b, 'o'), fmt.Sprint(x)...)
+		}
+	}
+	return string(b)
+}
+
+// clip shortens a statement for a log line.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
