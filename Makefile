@@ -30,7 +30,7 @@ UNIT_TIMEOUT ?= 10m
 
 ## demo: throwaway MariaDB source + target, a worker with embedded etcd, 200k rows on the source,
 ## a source and a task in mode all created with dmctl (dump, load and sync progress shown), a
-## workload, status, a check that the target equals the source, and a file-sink stream; everything is stopped at the end (KEEP=1 leaves it running; DEMO_RELAY=true
+## workload, status, a check that the target equals the source, the validator's verdict (mode full), and a file-sink stream; everything is stopped at the end (KEEP=1 leaves it running; DEMO_RELAY=true
 ## replicates through the relay)
 demo: deps build
 	bash scripts/demo.sh

@@ -115,10 +115,13 @@ mysql-instances:
   - source-id: demo-source
     block-allow-list: demo-only
     mydumper-config-name: demo
+    validator-config-name: demo
 block-allow-list:
   demo-only: {do-dbs: ["shop"]}
 mydumpers:
   demo: {threads: 4, rows: 10000}
+validators:
+  demo: {mode: full, worker-count: 4, row-error-delay: 30s}
 EOF
 cat >"$work/stream.yaml" <<EOF
 name: demo-cdc
@@ -181,6 +184,24 @@ else
 	echo "demo: target does not equal source (source CHECKSUM $want, target ${got:-none}); see $work/worker.log" >&2
 	exit 1
 fi
+
+# The validator (mode full) compared every row the sync unit changed with the source's row image.
+echo "demo: waiting for the validator to judge every change"
+for _ in $(seq 1 600); do
+	vst=$(dmctl --output json validation status demo 2>/dev/null | tr -d ' \n' || true)
+	echo "$vst" | grep -q '"pending":0,' && echo "$vst" | grep -q '"state":"validating"' &&
+		echo "$vst" | grep -q "\"binlog\":\"$(mysql "$src_port" -N -e 'SHOW MASTER STATUS' | awk '{print $1":"$2}')\"" && break
+	sleep 0.2
+done
+dmctl validation status demo
+if echo "$vst" | grep -q '"new":0,'; then
+	echo "demo: OK — the validator found no difference"
+else
+	dmctl validation errors demo >&2 || true
+	echo "demo: the validator reports differences; see $work/worker.log" >&2
+	exit 1
+fi
+echo
 
 # Every row change above is also a change event of the demo-cdc stream: the inserts before the task,
 # the workload's updates, deletes and inserts, and the DDL statements as DDL events.
