@@ -60,3 +60,31 @@ func TestPurgeBlockerKeepsSnapshotOfRunningDump(t *testing.T) {
 		t.Fatalf("a running sync unit blocks the purge: %q %v", name, loc)
 	}
 }
+
+// TestPurgeBlockerKeepsValidatorCheckpoint: a running validator re-reads
+// from its checkpoint after a restart, so the relay keeps the files from
+// there; a stopped one blocks nothing.
+func TestPurgeBlockerKeepsValidatorCheckpoint(t *testing.T) {
+	sync := newTestUnit(unit.TypeSync, 0)
+	f := newTestFactory(true, sync)
+	st := NewSubTask(testConfig("incremental"), f, zaptest.NewLogger(t))
+	defer st.Close()
+	st.Run(context.Background())
+	waitUnit(t, sync, usRunning, "sync running")
+	r := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{})}
+	r.tasks.put("t", &taskState{st: st})
+	if name, loc, ok := r.purgeBlocker(); ok {
+		t.Fatalf("a running sync unit without validator blocks the purge: %q %v", name, loc)
+	}
+	if err := st.StartValidator(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := binlog.ParseLocation(testValidatorCheckpoint)
+	if name, loc, ok := r.purgeBlocker(); !ok || name != "the validator of subtask "+st.Name() || loc != want {
+		t.Fatalf("purgeBlocker = %q %v %v, want the validator's checkpoint %v", name, loc, ok, want)
+	}
+	st.StopValidator()
+	if name, loc, ok := r.purgeBlocker(); ok {
+		t.Fatalf("a stopped validator blocks the purge: %q %v", name, loc)
+	}
+}

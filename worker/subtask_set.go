@@ -161,7 +161,8 @@ func (r *subTaskReconciler) recorded() (taskErrs, taskWarns map[string]errs.Erro
 }
 
 // purgeBlocker names the subtask that needs the oldest relay location: its
-// unit's checkpoint, or its config's start location when it has none. Paused
+// unit's checkpoint, or its config's start location when it has none, or
+// its running validator's checkpoint. Paused
 // and new subtasks count, and so do subtasks in their dump or load unit,
 // whatever their stage: a task in mode all starts syncing at its snapshot
 // when the load is done, hours later maybe. Subtasks running their sync
@@ -189,5 +190,26 @@ func (r *subTaskReconciler) purgeBlocker() (string, binlog.Location, bool) {
 			name, first = "subtask "+st.Name(), loc
 		}
 	}
+	for _, st := range r.list() {
+		if loc, ok := validatorCheckpoint(st); ok && (name == "" || loc.Compare(first) < 0) {
+			name, first = "the validator of subtask "+st.Name(), loc
+		}
+	}
 	return name, first, name != ""
+}
+
+// validatorCheckpoint is the checkpoint of the subtask's running validator:
+// it re-reads from there after a restart, while its relay reader only
+// holds the files from where it reads now.
+func validatorCheckpoint(st *SubTask) (binlog.Location, bool) {
+	v := st.Validator()
+	if v == nil {
+		return binlog.Location{}, false
+	}
+	vs := v.Status()
+	if vs.Stage != stage.Running || vs.Checkpoint == "" {
+		return binlog.Location{}, false
+	}
+	loc, err := binlog.ParseLocation(vs.Checkpoint)
+	return loc, err == nil
 }

@@ -251,8 +251,12 @@ func (v *testValidator) Stage() stage.Stage {
 	return stage.Running
 }
 
+// testValidatorCheckpoint is the checkpoint every test validator shows.
+const testValidatorCheckpoint = "mariadb-bin.000002:99"
+
 func (v *testValidator) Status() unit.ValidatorStatus {
-	return unit.ValidatorStatus{Stage: v.Stage(), Pending: 3, Errors: unit.ValidationErrorCounts{New: 2, Ignored: 1}}
+	return unit.ValidatorStatus{Stage: v.Stage(), Pending: 3, Errors: unit.ValidationErrorCounts{New: 2, Ignored: 1},
+		Checkpoint: testValidatorCheckpoint}
 }
 
 // testFactory builds the given units (one per type) and, when validators
