@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -128,8 +129,8 @@ func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repl
 	if skip, err := rd.sel.Events.Skip(schema, table, eventName(kind), ""); skip || err != nil {
 		return nil
 	}
-	t, err := rd.tables.Get(ctx, e.Table)
-	if err != nil {
+	t, err := rd.table(ctx, ev, e)
+	if t == nil || err != nil {
 		return err
 	}
 	if len(t.Key) == 0 {
@@ -148,6 +149,48 @@ func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repl
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+// table resolves the table of a rows event. Without column names in the
+// binlog (binlog_row_metadata MINIMAL) the sync unit's resolution takes
+// them from the target table, which may not have this event's structure
+// yet: the reader then waits for the sync unit to apply everything before
+// the event (the DDL included) and looks again. A table still not
+// resolvable is not checked (nil, nil; logged and listed in status).
+func (rd *reader) table(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) (*syncer.Table, error) {
+	t, err := rd.table(ctx, ev, e)
+	if errs.Code(err) != syncer.CodeTableInfo {
+		return t, err
+	}
+	start := binlog.Location{Name: rd.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize}
+	if err := rd.waitApplied(ctx, start); err != nil {
+		return nil, err
+	}
+	rd.tables.Invalidate()
+	t, err = rd.tables.Get(ctx, e.Table)
+	if errs.Code(err) != syncer.CodeTableInfo {
+		return t, err
+	}
+	name := filter.TableName{Schema: string(e.Table.Schema), Table: string(e.Table.Table)}.String()
+	rd.v.logger.Warn("validator cannot resolve the columns of a row change and skips it", zap.String("table", name),
+		zap.Stringer("binlog", start), zap.Error(err))
+	rd.listSkipped(name + " (columns unknown: set binlog_row_metadata=FULL on the source)")
+	return nil, nil
+}
+
+// waitApplied waits until the sync unit has applied every change before
+// loc.
+func (rd *reader) waitApplied(ctx context.Context, loc binlog.Location) error {
+	for {
+		if applied, _, ok := rd.v.sync.SyncProgress(); ok && applied.Compare(loc) >= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(judgeTick):
+		}
+	}
 }
 
 // changes turns the rows of one event into changes: the newest image of
@@ -204,9 +247,16 @@ func (rd *reader) noKey(t *syncer.Table) {
 	}
 	rd.skip[name] = true
 	rd.v.logger.Warn("validator skips a table without a primary key or NOT NULL unique key", zap.String("table", name))
+	rd.listSkipped(name)
+}
+
+// listSkipped adds an entry, once, to the skipped tables of status.
+func (rd *reader) listSkipped(entry string) {
 	rd.mu.Lock()
-	rd.skipped = append(rd.skipped, name)
-	rd.mu.Unlock()
+	defer rd.mu.Unlock()
+	if !slices.Contains(rd.skipped, entry) {
+		rd.skipped = append(rd.skipped, entry)
+	}
 }
 
 // eventName is the filter event of a rows kind.
