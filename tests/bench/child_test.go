@@ -34,8 +34,9 @@ const profileEnv = "BENCH_PROFILE_DIR"
 
 // childRoles are the measured workloads a child can run.
 var childRoles = map[string]func(ctx context.Context, log *zap.Logger, params json.RawMessage) (childReport, error){
-	"relay": runRelayChild,
-	"sync":  runSyncChild,
+	"relay":         runRelayChild,
+	"sync":          runSyncChild,
+	"sync-validate": runSyncValidateChild,
 }
 
 // childReport is what a child measured.
@@ -228,8 +229,17 @@ func fileTail(path string) string {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)
 	}
 	const max = 4000
+	// A crash dumps every goroutine: show its start (the reason and the
+	// failing goroutine) as well as the tail.
+	head := ""
+	for _, mark := range []string{"panic:", "fatal error:"} {
+		if i := bytes.Index(data, []byte(mark)); i >= 0 && len(data)-i > max {
+			head = "--- child stderr (crash) ---\n" + string(data[i:min(len(data), i+max)]) + "\n"
+			break
+		}
+	}
 	if len(data) > max {
 		data = data[len(data)-max:]
 	}
-	return "--- child stderr (tail) ---\n" + string(data)
+	return head + "--- child stderr (tail) ---\n" + string(data)
 }

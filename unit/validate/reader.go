@@ -158,7 +158,7 @@ func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repl
 // the event (the DDL included) and looks again. A table still not
 // resolvable is not checked (nil, nil; logged and listed in status).
 func (rd *reader) table(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) (*syncer.Table, error) {
-	t, err := rd.table(ctx, ev, e)
+	t, err := rd.tables.Get(ctx, e.Table)
 	if errs.Code(err) != syncer.CodeTableInfo {
 		return t, err
 	}
