@@ -216,13 +216,7 @@ func (c *comparer) read(ctx context.Context, t *syncer.Table, query string, args
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		row := make([]any, n)
-		for i, b := range raw {
-			if b != nil {
-				row[i] = append([]byte{}, b...)
-			}
-		}
-		out = append(out, row)
+		out = append(out, copyRow(raw))
 	}
 	return out, rows.Err()
 }
@@ -240,11 +234,9 @@ func judge(t *syncer.Table, sel []int, checks []rowCheck, rows [][]any, full boo
 		case r < 0:
 		case ch.want == nil:
 			out[n] = rowResult{kind: KindExtra, target: displayCols(t, sel, rows[r])}
-		default:
-			out[n].target = displayCols(t, sel, rows[r])
-			if full && differs(t, sel, ch.want, rows[r]) {
-				out[n].kind = KindDifferent
-			}
+		case full && differs(t, sel, ch.want, rows[r]):
+			// Only a mismatch is shown, so equal rows cost no rendering.
+			out[n] = rowResult{kind: KindDifferent, target: displayCols(t, sel, rows[r])}
 		}
 	}
 	return out
@@ -254,6 +246,12 @@ func judge(t *syncer.Table, sel []int, checks []rowCheck, rows [][]any, full boo
 // expected image want (every column) in a compared column.
 func differs(t *syncer.Table, sel []int, want []any, row []any) bool {
 	for j, i := range sel {
+		if same, known := sameFast(t, i, want[i], row[j]); known {
+			if !same {
+				return true
+			}
+			continue
+		}
 		a, aok := canonValue(t, i, want[i])
 		b, bok := canonValue(t, i, row[j])
 		if aok != bok || a != b {

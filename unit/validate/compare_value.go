@@ -218,3 +218,38 @@ func displayValue(t *syncer.Table, i int, v any) string {
 	}
 	return s
 }
+
+// sameFast compares the common cases without building canonical texts:
+// strings and bytes (CHAR and BINARY(n) without their padding) and
+// integers. known is false for every other case, which canonValue
+// decides. got is the target's text (nil for NULL).
+func sameFast(t *syncer.Table, i int, want, got any) (same, known bool) {
+	g, isBytes := got.([]byte)
+	if want == nil || got == nil {
+		return want == nil && got == nil, true
+	}
+	if !isBytes {
+		return false, false
+	}
+	typ := t.Types[i]
+	switch w := want.(type) {
+	case []byte:
+		switch {
+		case typ == mysql.MYSQL_TYPE_STRING && t.Binary[i]:
+			return bytes.Equal(bytes.TrimRight(w, "\x00"), bytes.TrimRight(g, "\x00")), true
+		case typ == mysql.MYSQL_TYPE_STRING:
+			return bytes.Equal(bytes.TrimRight(w, " "), bytes.TrimRight(g, " ")), true
+		case isStringType(typ):
+			return bytes.Equal(w, g), true
+		}
+	case int64:
+		if w >= 0 || typ != mysql.MYSQL_TYPE_ENUM && typ != mysql.MYSQL_TYPE_SET && typ != mysql.MYSQL_TYPE_BIT {
+			var buf [24]byte
+			return bytes.Equal(strconv.AppendInt(buf[:0], w, 10), g), true
+		}
+	case uint64:
+		var buf [24]byte
+		return bytes.Equal(strconv.AppendUint(buf[:0], w, 10), g), true
+	}
+	return false, false
+}

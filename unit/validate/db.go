@@ -82,3 +82,22 @@ func readTargetColumns(ctx context.Context, db *sql.DB, t filter.TableName) (_ m
 	}
 	return cols, rows.Err()
 }
+
+// copyRow copies the columns the driver scanned (valid until the next
+// Scan) into one allocation; a NULL stays nil.
+func copyRow(raw []sql.RawBytes) []any {
+	n := 0
+	for _, b := range raw {
+		n += len(b)
+	}
+	buf := make([]byte, 0, n)
+	row := make([]any, len(raw))
+	for i, b := range raw {
+		if b != nil {
+			start := len(buf)
+			buf = append(buf, b...)
+			row[i] = buf[start:len(buf):len(buf)]
+		}
+	}
+	return row
+}

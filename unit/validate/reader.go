@@ -203,9 +203,8 @@ func (rd *reader) changes(t *syncer.Table, kind binlog.RowsKind, rows [][]any, l
 		step = 2
 	}
 	cs := make([]change, 0, len(rows)/step+1)
-	add := func(image []any, present bool) {
-		key := keyOf(t, image)
-		c := change{id: rowID(t, key), table: t, key: key, loc: loc, since: rd.txnSince, time: at}
+	add := func(image []any, id string, present bool) {
+		c := change{id: id, table: t, key: keyOf(t, image), loc: loc, since: rd.txnSince, time: at}
 		if present {
 			c.want = image
 		}
@@ -216,20 +215,22 @@ func (rd *reader) changes(t *syncer.Table, kind binlog.RowsKind, rows [][]any, l
 		if err != nil {
 			return nil, err
 		}
+		id := rowID(t, first)
 		switch kind {
 		case binlog.RowsInsert:
-			add(first, true)
+			add(first, id, true)
 		case binlog.RowsDelete:
-			add(first, false)
+			add(first, id, false)
 		default:
 			after, err := t.ConvertRow(rows[i+1])
 			if err != nil {
 				return nil, err
 			}
-			if rowID(t, keyOf(t, first)) != rowID(t, keyOf(t, after)) {
-				add(first, false)
+			if afterID := rowID(t, after); afterID != id {
+				add(first, id, false)
+				id = afterID
 			}
-			add(after, true)
+			add(after, id, true)
 		}
 	}
 	return cs, nil
@@ -280,13 +281,15 @@ func keyOf(t *syncer.Table, image []any) []any {
 	return key
 }
 
-// rowID names a row: its source table and an exact encoding of its key.
-func rowID(t *syncer.Table, key []any) string {
-	var b []byte
-	b = append(b, t.Source.Schema...)
+// rowID names a row of a converted row image: its source table and an
+// exact encoding of its key.
+func rowID(t *syncer.Table, image []any) string {
+	var buf [128]byte
+	b := append(buf[:0], t.Source.Schema...)
 	b = append(b, 0)
 	b = append(b, t.Source.Table...)
-	for _, v := range key {
+	for _, c := range t.Key {
+		v := image[c]
 		b = append(b, 0)
 		switch x := v.(type) {
 		case nil:
