@@ -16,6 +16,10 @@ type SyncSource interface {
 	// (read >= applied; nothing after it can be on the target yet). ok is
 	// false while no sync unit runs.
 	SyncProgress() (applied, read binlog.Location, ok bool)
+	// SyncBehind reports whether the sync unit is catching up (the binlog
+	// it reads was written seconds ago): a validator then gives it the
+	// CPU. False while no sync unit runs.
+	SyncBehind() bool
 }
 
 // Validator is the continuous row comparison attached to a subtask.
@@ -41,7 +45,8 @@ type ValidatorStatus struct {
 	// never ran one.
 	Mode string `json:"mode,omitempty"`
 	// State is what a running validator does: "waiting-for-sync" (no sync
-	// unit runs yet), "validating", or "stopped".
+	// unit runs yet), "validating", "yielding" (to a sync unit that is
+	// catching up), or "stopped".
 	State string `json:"state,omitempty"`
 	// RowsChecked counts row comparisons made on the target.
 	RowsChecked int64 `json:"rows-checked"`

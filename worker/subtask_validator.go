@@ -73,6 +73,13 @@ func (s *SubTask) Validator() unit.Validator {
 	return s.valid
 }
 
+// SyncBehind reports whether the subtask's sync unit is catching up
+// (unit.SyncSource), for the validator.
+func (s *SubTask) SyncBehind() bool {
+	src, is := s.Unit().(unit.SyncSource)
+	return is && src.SyncBehind()
+}
+
 // SyncProgress is the progress of the subtask's sync unit while it runs
 // (unit.SyncSource), for the validator.
 func (s *SubTask) SyncProgress() (applied, read binlog.Location, ok bool) {

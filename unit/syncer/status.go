@@ -66,6 +66,14 @@ func (s *Syncer) publishApplied(loc binlog.Location) {
 	s.mu.Unlock()
 }
 
+// SyncBehind reports whether the running unit is catching up: the last
+// event it read was written catchUpLag or more ago (unit.SyncSource).
+func (s *Syncer) SyncBehind() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.disp != nil && s.disp.catchingUp.Load()
+}
+
 // SyncProgress is the running unit's progress for the subtask's
 // validator (unit.SyncSource): every change before applied is committed on
 // the target, and nothing after read has been read yet, so nothing after

@@ -34,7 +34,7 @@ func (r *run) judge(ctx context.Context, work chan<- batch) error {
 	tick := time.NewTicker(judgeTick)
 	defer tick.Stop()
 	for {
-		if applied, _, ok := r.v.sync.SyncProgress(); ok {
+		if applied, _, ok := r.v.sync.SyncProgress(); ok && !r.yield.active() {
 			r.v.setState(StateValidating)
 			jobs := r.pend.due(applied, r.read(), time.Now(), batchRows*r.v.workers*4)
 			for _, b := range group(jobs) {
@@ -47,7 +47,7 @@ func (r *run) judge(ctx context.Context, work chan<- batch) error {
 			if len(jobs) == batchRows*r.v.workers*4 {
 				continue // more may be due at once
 			}
-		} else {
+		} else if !ok {
 			r.v.setState(StateWaiting)
 		}
 		select {

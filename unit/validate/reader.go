@@ -38,6 +38,9 @@ type reader struct {
 // loop reads until ctx ends or an event cannot be handled.
 func (rd *reader) loop(ctx context.Context, stream binlog.Streamer) error {
 	return binlog.ReadLoop(ctx, stream, idleTick, rd.silence, func(ev *replication.BinlogEvent) error {
+		if err := rd.yield.wait(ctx, rd.v.setYielding); err != nil {
+			return err
+		}
 		if err := rd.handle(ctx, ev); err != nil {
 			return err
 		}

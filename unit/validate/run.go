@@ -44,6 +44,7 @@ type run struct {
 	sel   syncer.Selection
 	// retryEvery is how long a failed row waits before its recheck.
 	retryEvery time.Duration
+	yield      *yielder
 	checked    atomic.Int64
 
 	mu sync.Mutex
@@ -94,7 +95,8 @@ func (v *Validator) runOnce(ctx context.Context) error {
 	}
 	v.setState(StateValidating)
 	r := &run{v: v, store: st, cmp: newComparer(db, v.full), pend: newPendingSet(v.limit),
-		retryEvery: min(max(v.delay/10, 100*time.Millisecond), 10*time.Second), readLoc: start, boundary: start}
+		retryEvery: min(max(v.delay/10, 100*time.Millisecond), 10*time.Second), readLoc: start, boundary: start,
+		yield: newYielder(v.sync)}
 	r.checked.Store(checked)
 	if r.sel, err = syncer.NewSelection(v.cfg, v.src); err != nil {
 		return errs.New(CodeConfig, false, "validate: %w", err)

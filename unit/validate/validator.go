@@ -67,6 +67,7 @@ var (
 const (
 	StateWaiting    = "waiting-for-sync"
 	StateValidating = "validating"
+	StateYielding   = "yielding"
 	StateStopped    = "stopped"
 )
 
@@ -193,6 +194,17 @@ func (v *Validator) supervise(ctx context.Context, done chan struct{}) {
 			return
 		}
 	}
+}
+
+// setYielding shows in status that the validator yields to its sync unit
+// (or no longer does).
+func (v *Validator) setYielding(on bool) {
+	if on {
+		v.logger.Debug("validator yields to the sync unit, which is catching up")
+		v.setState(StateYielding)
+		return
+	}
+	v.setState(StateValidating)
 }
 
 // setState records what the running validator does.
