@@ -24,6 +24,8 @@ import (
 // the comparer's SELECT expressions produce. String columns are read with
 // CAST(... AS BINARY), so the session's character_set_results does not
 // matter. ParseTime is off: temporal values arrive as text.
+// The source pool that reads current rows (staleness check) is opened the
+// same way.
 func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 	cfg := ep.DriverConfig()
 	cfg.InterpolateParams = true
@@ -34,7 +36,7 @@ func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 	cfg.Params["time_zone"] = "'+00:00'"
 	pool, err := ep.Open(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("validator target: %w", err)
+		return nil, fmt.Errorf("validator %s: %w", ep.Addr(), err)
 	}
 	pool.SetMaxOpenConns(maxConns)
 	pool.SetMaxIdleConns(maxConns)

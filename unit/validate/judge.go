@@ -110,6 +110,9 @@ func (r *run) check(ctx context.Context, b batch) error {
 	// only counts when the validator has read at least as far.
 	_, syncRead, ok := r.v.sync.SyncProgress()
 	conclusive := ok && r.read().Compare(syncRead) >= 0
+	if !conclusive {
+		r.dropStale(ctx, b, checks, results)
+	}
 	reports := r.pend.settle(b.jobs, results, conclusive, syncRead, time.Now(), r.v.delay, r.retryEvery)
 	r.checked.Add(int64(len(b.jobs)))
 	r.v.metrics.addChecked(len(b.jobs))
@@ -117,6 +120,37 @@ func (r *run) check(ctx context.Context, b batch) error {
 		return nil
 	}
 	return r.report(ctx, b.table, reports)
+}
+
+// dropStale settles, as superseded, the mismatched rows whose image the
+// source no longer has: a newer change of the row exists, which the
+// validator will read and judge, so the older image need not wait in
+// memory for the reader (a validator far behind the sync unit would
+// otherwise hold every key changed since). Rows the source still has as
+// imaged keep their mismatch. A failing source query keeps them all.
+func (r *run) dropStale(ctx context.Context, b batch, checks []rowCheck, results []rowResult) {
+	var idx []int
+	var sub []rowCheck
+	for i, res := range results {
+		if res.kind != "" {
+			idx, sub = append(idx, i), append(sub, checks[i])
+		}
+	}
+	if len(sub) == 0 {
+		return
+	}
+	src := *b.table
+	src.Target = src.Source
+	now, err := r.srcCmp.compare(ctx, &src, sub)
+	if err != nil {
+		r.v.logger.Warn("validator cannot read current source rows; mismatches wait for the binlog reader", zap.Error(err))
+		return
+	}
+	for n, i := range idx {
+		if now[n].kind != "" {
+			results[i] = rowResult{}
+		}
+	}
 }
 
 // report stores the errors of rows that failed for row-error-delay, then

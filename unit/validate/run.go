@@ -40,8 +40,11 @@ type run struct {
 	v     *Validator
 	store *store
 	cmp   *comparer
-	pend  *pendingSet
-	sel   syncer.Selection
+	// srcCmp reads the source's current rows, to tell a stale image from
+	// a real mismatch while the validator is behind the sync unit.
+	srcCmp *comparer
+	pend   *pendingSet
+	sel    syncer.Selection
 	// retryEvery is how long a failed row waits before its recheck.
 	retryEvery time.Duration
 	yield      *yielder
@@ -63,6 +66,19 @@ func (v *Validator) openTarget(n int) (*sql.DB, error) {
 	db, err := openTarget(ep, n)
 	if err != nil {
 		return nil, errs.New(CodeConfig, false, "validate: %w", err)
+	}
+	return db, nil
+}
+
+// openSource opens a small pool to the source for the staleness check.
+func (v *Validator) openSource() (*sql.DB, error) {
+	ep, err := dbconn.NewEndpoint(v.src.From, dbconn.SourceRef(v.src.SourceID))
+	if err != nil {
+		return nil, errs.New(CodeConfig, false, "validate: %w", err)
+	}
+	db, err := openTarget(ep, 2)
+	if err != nil {
+		return nil, errs.New(CodeConfig, false, "validate: source: %w", err)
 	}
 	return db, nil
 }
@@ -101,6 +117,12 @@ func (v *Validator) runOnce(ctx context.Context) error {
 	if r.sel, err = syncer.NewSelection(v.cfg, v.src); err != nil {
 		return errs.New(CodeConfig, false, "validate: %w", err)
 	}
+	srcDB, err := v.openSource()
+	if err != nil {
+		return err
+	}
+	defer closeDB(srcDB, v.logger)
+	r.srcCmp = newComparer(srcDB, v.full)
 	return r.run(ctx, start, syncer.NewTables(db, r.sel.Router))
 }
 
