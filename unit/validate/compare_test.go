@@ -80,6 +80,8 @@ func cmpKeyOf(t *syncer.Table, row []any) []any {
 // cmpEnv is a source with the test rows in its binlog and a target holding
 // them as the sync unit wrote them.
 type cmpEnv struct {
+	src    *sql.DB // the source, root
+	srcEP  *dbconn.Endpoint
 	tgt    *sql.DB // root, for DDL
 	write  *sql.DB // a pool like the sync unit's
 	read   *sql.DB // the validator's pool (openTarget)
@@ -101,7 +103,11 @@ func cmpStart(t *testing.T) *cmpEnv {
 			t.Fatalf("source: %s: %v", s, err)
 		}
 	}
-	e := &cmpEnv{tgt: tgt.DB(t)}
+	e := &cmpEnv{src: srcDB, tgt: tgt.DB(t)}
+	if e.srcEP, err = dbconn.NewEndpoint(config.DBConfig{Host: src.Host(), Port: src.Port(), User: mariadbtest.RootUser},
+		dbconn.SourceRef("cmp")); err != nil {
+		t.Fatal(err)
+	}
 	mariadbtest.MustExec(t, e.tgt, cmpSetup...)
 	ep, err := dbconn.NewEndpoint(config.DBConfig{Host: tgt.Host(), Port: tgt.Port(), User: mariadbtest.RootUser},
 		dbconn.TargetRef("cmp"))
@@ -186,14 +192,6 @@ func (e *cmpEnv) put(t *testing.T, ct *cmpTable, row []any) {
 		cols[i] = filter.QuoteName(c)
 	}
 	vals := slices.Clone(row)
-	for i, v := range vals {
-		// The sync unit's convertValue turns an empty BLOB/TEXT value
-		// ([]byte{} from go-mysql) into []byte(nil), which the driver writes
-		// as NULL; reported, written here as the empty string it is.
-		if b, ok := v.([]byte); ok && b == nil {
-			vals[i] = []byte{}
-		}
-	}
 	q := "REPLACE INTO " + ct.t.Target.String() + " (" + strings.Join(cols, ",") + ") VALUES (" +
 		strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
 	if _, err := e.write.ExecContext(t.Context(), q, vals...); err != nil {
