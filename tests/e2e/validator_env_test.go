@@ -33,7 +33,7 @@ type vdEnv struct{ *replication }
 // vdTask (validator mode full, row-error-delay delay) from the source's
 // current position, then creates vdTables and crashTables on the source and
 // waits until they exist on the target.
-func vdStart(t *testing.T, delay string) *vdEnv {
+func vdStart(t *testing.T, delay string, sourceLines ...string) *vdEnv {
 	t.Helper()
 	r := &replication{t: t, c: newEtcdCluster(t),
 		src: mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true}),
@@ -47,7 +47,7 @@ func vdStart(t *testing.T, delay string) *vdEnv {
 flavor: mariadb
 from: {host: 127.0.0.1, port: %d, user: root, password: ""}
 checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-`, replSource, r.src.Port())), "--worker", replWorker)
+%s`, replSource, r.src.Port(), strings.Join(append(sourceLines, ""), "\n"))), "--worker", replWorker)
 	r.c.ok("task", "start", writeFile(t, "vtask.yaml", fmt.Sprintf(`name: %s
 task-mode: incremental
 target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}

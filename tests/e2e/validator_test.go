@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,4 +321,25 @@ func vdSameErrors(t *testing.T, when string, want, got []vdRecord) {
 	if !slices.Equal(w, g) {
 		t.Errorf("validation errors %s:\n%s\nwant:\n%s", when, vdShow(got, 30), vdShow(want, 30))
 	}
+}
+
+// TestValidatorThroughRelay runs the validator of a source with relay on:
+// it reads the relay files as the sync unit does, validates a workload
+// clean and finds the divergences of TestValidatorDivergence.
+func TestValidatorThroughRelay(t *testing.T) {
+	e := vdStart(t, "2s", "enable-relay: true")
+	n, err := vdLoad(t.Context(), e.srcDB, rand.New(rand.NewPCG(3, 4)), 100000, 20000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitEqual(2*time.Minute, 0)
+	v := e.waitDrained(2 * time.Minute)
+	if v.RowsChecked == 0 || v.Errors.New != 0 {
+		t.Fatalf("validator after %d row changes through relay: %v, want rows checked and no errors", n, v)
+	}
+	rd, err := e.relay()
+	if err != nil || !rd.Enabled || rd.Stage != "Running" || !vdAtOrAfter(rd.RelayBinlog, strings.Split(v.Binlog, ":")[0], 4) {
+		t.Fatalf("relay status %+v (%v), want running relay up to the validator's %s", rd, err, v.Binlog)
+	}
+	e.diverge()
 }
