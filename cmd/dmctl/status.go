@@ -73,6 +73,42 @@ type sourceTaskStatus struct {
 const statusUnreadable = "status-unreadable"
 
 func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error {
+	var doc taskStatusJSON
+	err := e.eachTaskSource(ctx, cmd, args, func(task string, ts taskSource) error {
+		doc.Task = task
+		sts := sourceTaskStatus{Source: ts.source, Worker: ts.worker, Errors: ts.errors}
+		if ts.item != nil && ts.item.Stage != nil {
+			sts.Expect = string(ts.item.Stage.Expect)
+		}
+		if ts.ws != nil {
+			if err := pickTask(ts.ws, task, &sts); err != nil {
+				return fmt.Errorf("status of worker %s: %w", sts.Worker, err)
+			}
+		}
+		doc.Sources = append(doc.Sources, sts)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return e.emit(doc, func(out io.Writer) error { return printTaskStatus(out, &doc) })
+}
+
+// taskSource is what the status commands of a task read for one of its
+// sources: the subtask's keys, the worker bound to the source and its
+// published status (nil when none) with its top-level errors about the
+// task.
+type taskSource struct {
+	source string
+	item   *ha.SubTaskItem
+	worker string
+	ws     *workerStatus
+	errors []json.RawMessage
+}
+
+// eachTaskSource reads the task named by args, its sources and every
+// worker's status once, and calls fn for each source in order.
+func (e *env) eachTaskSource(ctx context.Context, cmd *command, args []string, fn func(task string, ts taskSource) error) error {
 	pos, st, err := e.connect(ctx, cmd, args, "task")
 	if err != nil {
 		return err
@@ -86,28 +122,19 @@ func taskStatus(ctx context.Context, e *env, cmd *command, args []string) error 
 	if err != nil {
 		return err
 	}
-	doc := taskStatusJSON{Task: task, Sources: make([]sourceTaskStatus, 0, len(sources))}
 	for _, s := range sources {
-		item, _, err := st.GetSubTask(ctx, s, task)
-		if err != nil {
+		ts := taskSource{source: s}
+		if ts.item, _, err = st.GetSubTask(ctx, s, task); err != nil {
 			return fmt.Errorf("read task %s of source %s: %w", task, s, err)
 		}
-		sts := sourceTaskStatus{Source: s}
-		if item != nil && item.Stage != nil {
-			sts.Expect = string(item.Stage.Expect)
-		}
-		var ws *workerStatus
-		if sts.Worker, ws, sts.Errors, err = snap.forSource(ctx, e, s, task); err != nil {
+		if ts.worker, ts.ws, ts.errors, err = snap.forSource(ctx, e, s, task); err != nil {
 			return err
 		}
-		if ws != nil {
-			if err := pickTask(ws, task, &sts); err != nil {
-				return fmt.Errorf("status of worker %s: %w", sts.Worker, err)
-			}
+		if err := fn(task, ts); err != nil {
+			return err
 		}
-		doc.Sources = append(doc.Sources, sts)
 	}
-	return e.emit(doc, func(out io.Writer) error { return printTaskStatus(out, &doc) })
+	return nil
 }
 
 // statusSnapshot is one read of the cluster and of every worker's

@@ -73,39 +73,24 @@ type sourceValidatorStatus struct {
 }
 
 func validationStatus(ctx context.Context, e *env, cmd *command, args []string) error {
-	pos, st, err := e.connect(ctx, cmd, args, "task")
-	if err != nil {
-		return err
-	}
-	task := pos[0]
-	sources, err := tasks.sources(ctx, st, task)
-	if err != nil {
-		return err
-	}
-	snap, err := readStatusSnapshot(ctx, st)
-	if err != nil {
-		return err
-	}
-	doc := validationStatusJSON{Task: task, Sources: make([]sourceValidatorStatus, 0, len(sources))}
-	for _, s := range sources {
-		item, _, err := st.GetSubTask(ctx, s, task)
-		if err != nil {
-			return fmt.Errorf("read task %s of source %s: %w", task, s, err)
+	var doc validationStatusJSON
+	err := e.eachTaskSource(ctx, cmd, args, func(task string, ts taskSource) error {
+		doc.Task = task
+		vs := sourceValidatorStatus{Source: ts.source, Worker: ts.worker}
+		if ts.item != nil && ts.item.ValidatorStage != nil {
+			vs.Expect = string(ts.item.ValidatorStage.Expect)
 		}
-		vs := sourceValidatorStatus{Source: s}
-		if item != nil && item.ValidatorStage != nil {
-			vs.Expect = string(item.ValidatorStage.Expect)
-		}
-		var ws *workerStatus
-		if vs.Worker, ws, _, err = snap.forSource(ctx, e, s, task); err != nil {
-			return err
-		}
-		if ws != nil {
-			if vs.Validator, err = pickValidator(ws, task); err != nil {
+		if ts.ws != nil {
+			var err error
+			if vs.Validator, err = pickValidator(ts.ws, task); err != nil {
 				return fmt.Errorf("status of worker %s: %w", vs.Worker, err)
 			}
 		}
 		doc.Sources = append(doc.Sources, vs)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return e.emit(doc, func(w io.Writer) error { return printValidationStatus(w, &doc) })
 }
