@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -14,22 +13,12 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/unit/validate/validmeta"
 )
 
-// validationError is one validation error as a worker lists it (the
-// validator's ErrorRecord, DESIGN.md §6).
-type validationError struct {
-	ID          int64           `json:"id"`
-	Table       string          `json:"table"`
-	TargetTable string          `json:"target-table"`
-	Kind        string          `json:"kind"`
-	Key         json.RawMessage `json:"key"`
-	SourceRow   json.RawMessage `json:"source-row"`
-	TargetRow   json.RawMessage `json:"target-row"`
-	State       string          `json:"state"`
-	Time        time.Time       `json:"time"`
-	Binlog      string          `json:"binlog"`
-}
+// validationError is one validation error as a worker lists it (DESIGN.md
+// §6).
+type validationError = validmeta.ErrorRecord
 
 // validationErrorsJSON is the --output json document of "validation
 // errors".
