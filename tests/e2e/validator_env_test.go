@@ -29,11 +29,22 @@ const (
 // process) running task vdTask with a validator.
 type vdEnv struct{ *replication }
 
+// vdOptions shape vdStart's cluster.
+type vdOptions struct {
+	delay string // the validator's row-error-delay
+	// all runs the task in mode all over tables that exist (with rows)
+	// before it starts; else it is incremental from the source's position.
+	all bool
+	// sourceLines are more lines of the source file.
+	sourceLines []string
+}
+
 // vdStart starts the servers and the worker, creates the source and starts
-// vdTask (validator mode full, row-error-delay delay) from the source's
-// current position, then creates vdTables and crashTables on the source and
-// waits until they exist on the target.
-func vdStart(t *testing.T, delay string, sourceLines ...string) *vdEnv {
+// vdTask (validator mode full, row-error-delay o.delay) and makes sure
+// vdTables and crashTables exist on the source and the target: created
+// after the task started (incremental, through replicated DDL) or before
+// it with a few rows (mode all, through dump and load).
+func vdStart(t *testing.T, o vdOptions) *vdEnv {
 	t.Helper()
 	r := &replication{t: t, c: newEtcdCluster(t),
 		src: mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true}),
@@ -42,28 +53,6 @@ func vdStart(t *testing.T, delay string, sourceLines ...string) *vdEnv {
 	r.wopts = workerOptions{name: replWorker, endpoints: r.c.endpoints, prefix: r.c.prefix, dataDir: t.TempDir()}
 	r.w = startWorker(t, r.wopts)
 	r.c.waitWorkerAlive(replWorker)
-	file, pos, _ := r.src.MasterStatus(t)
-	r.c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: %s
-flavor: mariadb
-from: {host: 127.0.0.1, port: %d, user: root, password: ""}
-checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-%s`, replSource, r.src.Port(), strings.Join(append(sourceLines, ""), "\n"))), "--worker", replWorker)
-	r.c.ok("task", "start", writeFile(t, "vtask.yaml", fmt.Sprintf(`name: %s
-task-mode: incremental
-target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
-mysql-instances:
-  - source-id: %s
-    meta: {binlog-name: %s, binlog-pos: %d}
-    block-allow-list: only-vd
-    syncer-config-name: fast
-    validator-config-name: check
-block-allow-list:
-  only-vd: {do-dbs: [%s, %s]}
-syncers:
-  fast: {worker-count: 8, batch: 200, checkpoint-flush-interval: 1}
-validators:
-  check: {mode: full, worker-count: 4, row-error-delay: %s}
-`, vdTask, r.tgt.Port(), replSource, file, pos, vdDB, crashDB, delay)))
 	stmts := []string{"CREATE DATABASE " + vdDB,
 		"CREATE TABLE vd.t1 (id INT PRIMARY KEY, a INT NOT NULL, b VARCHAR(40) CHARACTER SET utf8mb4, " +
 			"c DECIMAL(12,3), d DATETIME(6), f DOUBLE)",
@@ -72,9 +61,40 @@ validators:
 	for _, tb := range crashTables {
 		stmts = append(stmts, tb.ddl)
 	}
-	mariadbtest.MustExec(t, r.srcDB, stmts...)
+	mode, meta := "incremental", ""
+	if o.all {
+		mode = "all"
+		mariadbtest.MustExec(t, r.srcDB, append(stmts,
+			"INSERT INTO vd.t1 SELECT seq + 500000, seq, 'loaded', seq / 8, NOW(6), seq / 9 FROM vd.seq_1_to_5000")...)
+	} else {
+		file, pos, _ := r.src.MasterStatus(t)
+		meta = fmt.Sprintf("    meta: {binlog-name: %s, binlog-pos: %d}\n", file, pos)
+	}
+	r.c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: %s
+flavor: mariadb
+from: {host: 127.0.0.1, port: %d, user: root, password: ""}
+checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
+%s`, replSource, r.src.Port(), strings.Join(append(o.sourceLines, ""), "\n"))), "--worker", replWorker)
+	r.c.ok("task", "start", writeFile(t, "vtask.yaml", fmt.Sprintf(`name: %s
+task-mode: %s
+target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
+mysql-instances:
+  - source-id: %s
+%s    block-allow-list: only-vd
+    syncer-config-name: fast
+    validator-config-name: check
+block-allow-list:
+  only-vd: {do-dbs: [%s, %s]}
+syncers:
+  fast: {worker-count: 8, batch: 200, checkpoint-flush-interval: 1}
+validators:
+  check: {mode: full, worker-count: 4, row-error-delay: %s}
+`, vdTask, mode, r.tgt.Port(), replSource, meta, vdDB, crashDB, o.delay)))
+	if !o.all {
+		mariadbtest.MustExec(t, r.srcDB, stmts...)
+	}
 	e := &vdEnv{r}
-	e.waitEqual(30*time.Second, 0)
+	e.waitEqual(60*time.Second, 0)
 	return e
 }
 

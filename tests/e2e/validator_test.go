@@ -20,7 +20,7 @@ import (
 // the validator in mode full: once the target equals the source, the
 // validator drains to the source's end with 0 errors.
 func TestValidatorCleanRun(t *testing.T) {
-	e := vdStart(t, "2s")
+	e := vdStart(t, vdOptions{delay: "2s"})
 	mariadbtest.MustExec(t, e.srcDB, "INSERT INTO vd.t1 SELECT seq, seq, 'before', 1.5, NOW(6), 0.1 FROM vd.seq_1_to_100")
 	e.wait(30*time.Second, "the task start started the validator in mode full", func(v vdValidator) bool {
 		return v.Stage == "Running" && v.Mode == "full"
@@ -175,7 +175,7 @@ func vdCheckDivergence(t *testing.T, recs []vdRecord) {
 // ignore, resolve and clear through HTTP and dmctl change states and
 // counters.
 func TestValidatorDivergence(t *testing.T) {
-	e := vdStart(t, "2s")
+	e := vdStart(t, vdOptions{delay: "2s"})
 	recs := e.diverge()
 	id := func(i int) string { return strconv.FormatInt(recs[i].ID, 10) }
 	path := "/api/v1/subtasks/" + vdTask + "/validation/errors"
@@ -263,7 +263,7 @@ func (e *vdEnv) waitCounts(n, ignored, resolved int64) {
 // their IDs and states and without duplicates, and a kill while a workload
 // runs adds no false error.
 func TestValidatorKill9(t *testing.T) {
-	e := vdStart(t, "2s")
+	e := vdStart(t, vdOptions{delay: "2s"})
 	recs := e.diverge()
 	e.operateHTTP(`{"op":"ignore","id":`+strconv.FormatInt(recs[0].ID, 10)+`}`, 1)
 	e.operateHTTP(`{"op":"resolve","id":`+strconv.FormatInt(recs[1].ID, 10)+`}`, 1)
@@ -327,7 +327,7 @@ func vdSameErrors(t *testing.T, when string, want, got []vdRecord) {
 // it reads the relay files as the sync unit does, validates a workload
 // clean and finds the divergences of TestValidatorDivergence.
 func TestValidatorThroughRelay(t *testing.T) {
-	e := vdStart(t, "2s", "enable-relay: true")
+	e := vdStart(t, vdOptions{delay: "2s", sourceLines: []string{"enable-relay: true"}})
 	n, err := vdLoad(t.Context(), e.srcDB, rand.New(rand.NewPCG(3, 4)), 100000, 20000)
 	if err != nil {
 		t.Fatal(err)
@@ -342,4 +342,19 @@ func TestValidatorThroughRelay(t *testing.T) {
 		t.Fatalf("relay status %+v (%v), want running relay up to the validator's %s", rd, err, v.Binlog)
 	}
 	e.diverge()
+}
+
+// TestValidatorModeAll: in a task of mode all the validator waits while the
+// dump and load run, starts where the sync unit starts and validates what
+// the sync unit applies after the load.
+func TestValidatorModeAll(t *testing.T) {
+	e := vdStart(t, vdOptions{delay: "2s", all: true})
+	if _, err := vdLoad(t.Context(), e.srcDB, rand.New(rand.NewPCG(5, 6)), 100000, 10000); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEqual(2*time.Minute, 0)
+	v := e.waitDrained(2 * time.Minute)
+	if v.RowsChecked == 0 || v.Errors.New != 0 || v.Mode != "full" {
+		t.Fatalf("validator of a task in mode all: %v, want rows checked and no errors", v)
+	}
 }
