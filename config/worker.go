@@ -46,6 +46,9 @@ type WorkerConfig struct {
 	LogFile           string   `json:"log-file" toml:"log-file"`
 	LogFormat         string   `json:"log-format" toml:"log-format"`
 	EmbedEtcd         bool     `json:"embed-etcd" toml:"embed-etcd"`
+	// Scheduler makes the worker take part in the election of the
+	// scheduler, which keeps every source bound to an alive worker.
+	Scheduler bool `json:"scheduler" toml:"scheduler"`
 
 	// ConfigFile is the --config flag: the TOML file the rest was read from.
 	ConfigFile string `json:"-" toml:"-"`
@@ -93,6 +96,7 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 	fs.StringVar(&fv.LogFile, "log-file", "", "log file (default: stderr)")
 	fs.StringVar(&fv.LogFormat, "log-format", def.LogFormat, "text or json")
 	fs.BoolVar(&fv.EmbedEtcd, "embed-etcd", false, "run a single-node etcd inside the process, data in <data-dir>/etcd")
+	fs.BoolVar(&fv.Scheduler, "scheduler", false, "take part in electing the scheduler, which binds sources of dead workers to alive ones")
 	fs.BoolVar(&fv.PrintVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err // flag.ErrHelp for -h, as is
@@ -132,6 +136,7 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 		"log-file":             func() { cfg.LogFile = fv.LogFile },
 		"log-format":           func() { cfg.LogFormat = fv.LogFormat },
 		"embed-etcd":           func() { cfg.EmbedEtcd = fv.EmbedEtcd },
+		"scheduler":            func() { cfg.Scheduler = fv.Scheduler },
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if set, ok := apply[f.Name]; ok {

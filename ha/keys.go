@@ -24,6 +24,9 @@ const (
 	kindStreamConfig   = "/stream/config/"
 	kindStreamStage    = "/stage/stream/"
 	kindStatus         = "/status/"
+	// kindSchedulerLeader is the election prefix itself (no trailing slash:
+	// concurrency.NewElection appends one).
+	kindSchedulerLeader = "/scheduler/leader"
 )
 
 // Keys builds and parses the keys of one cluster prefix. Prefix has no
@@ -110,6 +113,10 @@ func (k Keys) Status(worker string) string { return k.StatusPrefix() + worker }
 
 // StatusPrefix is P/status/.
 func (k Keys) StatusPrefix() string { return k.Prefix + kindStatus }
+
+// SchedulerLeader is P/scheduler/leader, the prefix of the scheduler's
+// concurrency.Election; the value of its keys is the leader worker's name.
+func (k Keys) SchedulerLeader() string { return k.Prefix + kindSchedulerLeader }
 
 // perSource is P+kind+{source}/, the prefix of the named keys of a source.
 func (k Keys) perSource(kind, source string) string { return k.Prefix + kind + source + "/" }

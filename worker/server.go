@@ -15,6 +15,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
 	"github.com/dmworker/dm-worker/stream"
+	"github.com/dmworker/dm-worker/worker/scheduler"
 )
 
 // ServerConfig is what a Server is built from.
@@ -51,6 +52,10 @@ type ServerConfig struct {
 	// CheckInterval and the watch backoffs are passed to SourceWorkers.
 	CheckInterval                    time.Duration
 	WatchBackoffMin, WatchBackoffMax time.Duration
+	// Scheduler: the worker takes part in the scheduler's election
+	// (--scheduler); SchedulerMetrics records its decisions (nil: none).
+	Scheduler        bool
+	SchedulerMetrics *scheduler.Metrics
 }
 
 // Server is the worker process's control plane: it registers the worker in
@@ -73,6 +78,7 @@ type Server struct {
 	// (config-unknown-field), nil when there is none.
 	serverWarn *TaskError
 	keepalive  *ha.Keepalive
+	scheduler  *scheduler.Scheduler // this registration's; nil without --scheduler
 	// runCtx is the context data-plane work of the current registration
 	// runs under; cancelled on lease loss.
 	runCtx context.Context
@@ -171,6 +177,7 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 	runner := &reconcileRunner{queue: queue, metrics: s.cfg.Metrics, log: s.log,
 		byKind: map[string]Reconciler{kindBound: reconcileFunc(s.reconcileBound)}}
 	runner.start(runCtx, &wg, 1)
+	s.startScheduler(runCtx, &wg, ka)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

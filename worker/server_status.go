@@ -6,6 +6,8 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/periodic"
 	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/worker/scheduler"
 )
 
 // WorkerStatus is the JSON of GET /api/v1/status and of P/status/{worker}
@@ -20,6 +22,10 @@ type WorkerStatus struct {
 	// Errors lists problems that belong to no running subtask: the bound
 	// source's config, tasks whose keys cannot be acted on.
 	Errors []TaskError `json:"errors"`
+	// Scheduler is the scheduler's view (workers started with
+	// --scheduler only): the leader, and on the leader the bindings it
+	// keeps and the moves it made.
+	Scheduler *scheduler.Status `json:"scheduler,omitempty"`
 }
 
 // Status is the worker status of DESIGN.md §6.
@@ -41,6 +47,7 @@ func (s *Server) Status() WorkerStatus {
 	if serr != nil {
 		st.Errors = append([]TaskError{*serr}, st.Errors...)
 	}
+	st.Scheduler = s.schedulerStatus()
 	return st
 }
 

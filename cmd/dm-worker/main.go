@@ -33,6 +33,7 @@ import (
 	"github.com/dmworker/dm-worker/unit/syncer"
 	"github.com/dmworker/dm-worker/unit/validate"
 	"github.com/dmworker/dm-worker/worker"
+	"github.com/dmworker/dm-worker/worker/scheduler"
 )
 
 func main() {
@@ -135,6 +136,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		StreamMeta:   meta, StreamMetaErr: metaErr,
 		SecretKey: key,
 		Metrics:   m.worker, Logger: logger,
+		Scheduler: cfg.Scheduler, SchedulerMetrics: m.sched,
 	})
 	return runServers(ctx, cfg, srv, m.reg, ln, tlsCfg, logger)
 }
@@ -171,6 +173,7 @@ type processMetrics struct {
 	load   *load.Metrics
 	relay  *relay.Metrics
 	valid  *validate.Metrics
+	sched  *scheduler.Metrics
 }
 
 func newMetrics() (processMetrics, error) {
@@ -186,6 +189,7 @@ func newMetrics() (processMetrics, error) {
 		return m, fmt.Errorf("register relay metrics: %w", err)
 	}
 	m.dump, m.load, m.valid = dump.NewMetrics(m.reg), load.NewMetrics(m.reg), validate.NewMetrics(m.reg)
+	m.sched = scheduler.NewMetrics(m.reg)
 	return m, nil
 }
 
