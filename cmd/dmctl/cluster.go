@@ -23,6 +23,8 @@ type cluster struct {
 	// are missing from the maps.
 	bad  map[string]*ha.KeyError
 	keys ha.Keys
+	// leader is the worker leading the scheduler ("" when none campaigns).
+	leader string
 }
 
 // readCluster reads worker infos, keepalives, bound and relay keys and
@@ -43,6 +45,9 @@ func readCluster(ctx context.Context, st *ha.Store) (*cluster, error) {
 		return nil, err
 	}
 	if c.sources, err = readAll(ctx, c, "source configs", st.GetSourceConfigs); err != nil {
+		return nil, err
+	}
+	if c.leader, err = st.GetSchedulerLeader(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -86,6 +91,9 @@ type workerView struct {
 	Addr   string `json:"addr"`
 	Alive  bool   `json:"alive"`
 	Source string `json:"source"`
+	// Leader: the worker leads the scheduler (workers started with
+	// --scheduler elect one).
+	Leader bool `json:"leader"`
 }
 
 // workerList returns every worker that has an info, keepalive or bound key,
@@ -104,7 +112,8 @@ func (c *cluster) workerList() []workerView {
 	out := make([]workerView, 0, len(names))
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		_, alive := c.keepalives[n]
-		out = append(out, workerView{Name: n, Addr: c.infos[n].Addr, Alive: alive, Source: c.bounds[n].Source})
+		out = append(out, workerView{Name: n, Addr: c.infos[n].Addr, Alive: alive, Source: c.bounds[n].Source,
+			Leader: n == c.leader})
 	}
 	return out
 }

@@ -9,7 +9,7 @@ import (
 func workerCommands() []command {
 	return []command{{
 		name:  "worker list",
-		short: "list workers: address, whether alive (keepalive present), bound source",
+		short: "list workers: address, whether alive (keepalive present), bound source, which one leads the scheduler",
 		run:   workerList,
 	}}
 }
@@ -28,8 +28,12 @@ func workerList(ctx context.Context, e *env, cmd *command, args []string) error 
 	return e.emit(workerListJSON{Workers: ws}, func(w io.Writer) error {
 		rows := make([][]string, 0, len(ws))
 		for _, v := range ws {
-			rows = append(rows, []string{v.Name, v.Addr, strconv.FormatBool(v.Alive), v.Source})
+			leader := ""
+			if v.Leader {
+				leader = "leader"
+			}
+			rows = append(rows, []string{v.Name, v.Addr, strconv.FormatBool(v.Alive), v.Source, leader})
 		}
-		return table(w, []string{"WORKER", "ADDR", "ALIVE", "SOURCE"}, rows)
+		return table(w, []string{"WORKER", "ADDR", "ALIVE", "SOURCE", "SCHEDULER"}, rows)
 	})
 }
