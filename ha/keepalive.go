@@ -171,7 +171,7 @@ func (k *Keepalive) run(ctx context.Context, lease clientv3.LeaseID, deadline ti
 				}
 				return
 			}
-			timer.Reset(time.Duration(resp.TTL) * time.Second)
+			timer.Reset(lossAfter(time.Duration(resp.TTL) * time.Second))
 		case <-timer.C:
 			if ctx.Err() == nil {
 				k.markLost(lease, errors.New("lease not renewed within its TTL"))
@@ -182,6 +182,14 @@ func (k *Keepalive) run(ctx context.Context, lease clientv3.LeaseID, deadline ti
 		}
 	}
 }
+
+// lossAfter is how long after a renewal's reply the worker takes its lease
+// for lost: a quarter of the TTL before the TTL. etcd renewed the lease when
+// it sent the reply, a network trip earlier, and expires it TTL after that,
+// when another worker may be given the source; stopping this much earlier
+// leaves the margin to the old worker, not to luck. The client renews every
+// third of the TTL, so a healthy lease never comes near it.
+func lossAfter(ttl time.Duration) time.Duration { return ttl - ttl/4 }
 
 // watchDelete closes deleted when the keepalive key is deleted after rev.
 // A compacted or cancelled watch just ends: renewals and the TTL timer still
