@@ -105,14 +105,14 @@ func (s *foSource) stopWorkload() {
 // target's schema equals the source's, then compares every row.
 func (s *foSource) waitEqual(d time.Duration) {
 	s.t.Helper()
-	want, err := foChecksums(s.srcDB, crashDB)
+	want, err := schemaChecksums(s.srcDB, crashDB)
 	if err != nil {
 		s.t.Fatalf("%s: source checksums: %v", s.id, err)
 	}
 	start := time.Now()
 	var got map[string]string
 	err = testutil.Poll(d, func() error {
-		if got, err = foChecksums(s.tgtDB, s.schema); err != nil {
+		if got, err = schemaChecksums(s.tgtDB, s.schema); err != nil {
 			return err
 		}
 		if !equalMaps(got, want) {
@@ -129,9 +129,9 @@ func (s *foSource) waitEqual(d time.Duration) {
 	s.compareRows()
 }
 
-// foChecksums returns CHECKSUM TABLE of each of crashTables in schema, by
+// schemaChecksums returns CHECKSUM TABLE of each of crashTables in schema, by
 // table name.
-func foChecksums(db *sql.DB, schema string) (map[string]string, error) {
+func schemaChecksums(db *sql.DB, schema string) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	names := make([]string, len(crashTables))

@@ -251,32 +251,9 @@ func (r *replication) waitCaughtUp(d time.Duration) {
 	r.compareRows()
 }
 
-// checksums returns CHECKSUM TABLE of each of crashTables by name.
-func checksums(db *sql.DB) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	names := make([]string, len(crashTables))
-	for i, tb := range crashTables {
-		names[i] = crashDB + "." + tb.name
-	}
-	rows, err := db.QueryContext(ctx, "CHECKSUM TABLE "+strings.Join(names, ", "))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for rows.Next() {
-		var name string
-		var sum sql.NullString
-		if err := rows.Scan(&name, &sum); err != nil {
-			return nil, errors.Join(err, rows.Close())
-		}
-		if !sum.Valid {
-			return nil, errors.Join(fmt.Errorf("CHECKSUM TABLE %s: NULL (no such table)", name), rows.Close())
-		}
-		out[name] = sum.String
-	}
-	return out, errors.Join(rows.Err(), rows.Close())
-}
+// checksums returns CHECKSUM TABLE of each of crashTables in crashDB, by
+// table name.
+func checksums(db *sql.DB) (map[string]string, error) { return schemaChecksums(db, crashDB) }
 
 func equalMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
