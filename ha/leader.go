@@ -47,3 +47,16 @@ func (s *Store) modRevisions(ctx context.Context, key func(string) string, worke
 	}
 	return out, nil
 }
+
+// DeleteBoundIf deletes worker's bound key if it still has mod revision
+// modRev and every extra comparison holds; ok is false (nil error) when a
+// condition failed.
+func (s *Store) DeleteBoundIf(ctx context.Context, worker string, modRev int64, extra ...clientv3.Cmp) (ok bool, err error) {
+	key := s.keys.Bound(worker)
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", modRev)}, extra...)
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return false, fmt.Errorf("ha: remove the binding of worker %s: %w", worker, err)
+	}
+	return resp.Succeeded, nil
+}

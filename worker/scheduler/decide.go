@@ -12,6 +12,9 @@ const (
 	ReasonWorkerDead = "worker-dead"
 	// ReasonUnbound: the source has a config and no binding at all.
 	ReasonUnbound = "unbound"
+	// ReasonStale: a dead worker's binding to a source an alive worker
+	// serves was removed.
+	ReasonStale = "stale"
 )
 
 // snapshot is what one scheduling pass decides from: the cluster's workers,
@@ -46,6 +49,16 @@ type plan struct {
 	// (the lowest name when several), the worker a move binds it to, or ""
 	// when unplaced.
 	Sources map[string]string
+	// Stale are the bindings of dead workers to a source an alive worker
+	// serves: removed, so a dead worker that comes back does not serve the
+	// source a second time.
+	Stale []stale
+}
+
+// stale is one binding to remove: worker's bound key, at its mod revision.
+type stale struct {
+	Worker, Source string
+	Revision       int64
 }
 
 // decide is the scheduling policy, a pure function of the snapshot. A source
@@ -53,8 +66,9 @@ type plan struct {
 // alive worker without a bound key: one whose relay-bound key names the
 // source first, else the lowest name. The move removes the source's bound and
 // relay-bound keys of other workers (relay goes along to the new worker).
-// Sources with an alive bound worker, and bound keys naming a source without
-// a config, are left alone; a source gets at most one move.
+// Sources with an alive bound worker keep it (the bindings of dead workers
+// to them are stale, to remove); bound keys naming a source without a config
+// are left alone; a source gets at most one move.
 func decide(snap snapshot) plan {
 	p := plan{Sources: make(map[string]string, len(snap.Sources))}
 	free := freeWorkers(snap)
@@ -62,6 +76,11 @@ func decide(snap snapshot) plan {
 		bound := boundTo(snap.Bound, src)
 		if w := firstAlive(bound, snap.Alive); w != "" {
 			p.Sources[src] = w
+			for _, d := range bound {
+				if !snap.Alive[d] {
+					p.Stale = append(p.Stale, stale{Worker: d, Source: src, Revision: snap.Bound[d].Revision})
+				}
+			}
 			continue
 		}
 		to := pickWorker(free, snap.Relay, src)

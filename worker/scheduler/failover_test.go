@@ -191,3 +191,20 @@ func TestLostLeadershipRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStaleBindingRemoved: a dead worker's binding to a source an alive
+// worker serves is removed, so the dead worker cannot come back to it; the
+// alive worker keeps the source.
+func TestStaleBindingRemoved(t *testing.T) {
+	c := etcdtest.Start(t)
+	store := ha.NewStore(c.Client(t), "")
+	putSources(t, store, "s1")
+	for _, b := range []ha.Bound{{Source: "s1", Worker: "w2"}, {Source: "s1", Worker: "w9"}} {
+		if _, err := store.PutBound(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startNode(t, c, "w1")
+	startNode(t, c, "w2")
+	waitBounds(t, failover, store, map[string]string{"w2": "s1"})
+}

@@ -96,8 +96,28 @@ func (s *Scheduler) pass(ctx context.Context, el *concurrency.Election, st *lead
 			retry = retry || err == nil // a conflict re-reads at once; an error waits
 		}
 	}
+	for _, sb := range p.Stale {
+		ok, err := s.removeStale(ctx, el, sb, v.snap.Rev)
+		retry = retry || (err == nil && !ok)
+	}
 	s.setSources(p.Sources)
 	return retry, true
+}
+
+// removeStale deletes a dead worker's binding to a source another worker
+// serves, guarded by leadership and by the worker still being dead.
+func (s *Scheduler) removeStale(ctx context.Context, el *concurrency.Election, sb stale, rev int64) (bool, error) {
+	fields := []zap.Field{zap.String("source", sb.Source), zap.String("worker", sb.Worker), zap.Int64("rev", rev)}
+	ok, err := s.cfg.Store.DeleteBoundIf(ctx, sb.Worker, sb.Revision, leaderGuard(el),
+		clientv3.Compare(clientv3.CreateRevision(s.keys.Keepalive(sb.Worker)), "=", 0))
+	switch {
+	case err != nil:
+		s.lg.Warn("scheduler could not remove a stale binding; retrying at the next tick", append(fields, zap.Error(err))...)
+	case ok:
+		s.lg.Info("scheduler removed the stale binding of a dead worker to a source another worker serves", fields...)
+		s.countMove(ReasonStale)
+	}
+	return ok, err
 }
 
 // apply runs one move in a transaction guarded by this worker's leadership

@@ -21,7 +21,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		moves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "dm", Subsystem: "scheduler", Name: "moves_total",
-			Help: "Source bindings this worker changed while leading the scheduler, by reason (worker-dead, unbound).",
+			Help: "Source bindings this worker changed while leading the scheduler, by reason (worker-dead, unbound, stale).",
 		}, []string{"reason"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "dm", Subsystem: "scheduler", Name: "leader",
