@@ -42,7 +42,7 @@ type foFleet struct {
 type foWorker struct {
 	name  string
 	opts  workerOptions
-	proxy *foProxy
+	proxy *etcdtest.Proxy
 	proc  *workerProc
 }
 
@@ -56,9 +56,9 @@ func foStartFleet(t *testing.T, n int) *foFleet {
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("w%d", i+1)
-		p := foStartProxy(t, target)
+		p := etcdtest.NewProxy(t, target)
 		w := &foWorker{name: names[i], proxy: p, opts: workerOptions{
-			name: names[i], endpoints: "http://" + p.addr, prefix: f.c.prefix, dataDir: t.TempDir(),
+			name: names[i], endpoints: "http://" + p.Addr(), prefix: f.c.prefix, dataDir: t.TempDir(),
 			args: []string{"--scheduler", "--keepalive-ttl", foTTL.String(), "--log-format", "json"},
 		}}
 		w.proc = startWorker(t, w.opts)

@@ -160,7 +160,7 @@ func TestFailoverPartition(t *testing.T) {
 	t.Logf("before the cut: %s writes, checkpoint %s (%v), connections %v; leader %s", old, cp, err, cw.last().conns, f.leader())
 
 	t0 := time.Now()
-	ow.proxy.down()
+	ow.proxy.Down()
 	to, at := m.waitMove("s1", old, t0, foBudget+15*time.Second)
 	t.Logf("s1 bound to %s %s after %s was cut off etcd", to, at.Sub(t0).Round(time.Millisecond), old)
 	if at.Sub(t0) > foBudget {
@@ -176,7 +176,7 @@ func TestFailoverPartition(t *testing.T) {
 	t.Logf("cut off: checkpoint %s (%v), connections %v", cp, err, cw.last().conns)
 
 	t1 := time.Now()
-	ow.proxy.up(t)
+	ow.proxy.Up(t)
 	f.waitAlive(15*time.Second, old)
 	t.Logf("%s registered again %s after the proxy came back", old, time.Since(t1).Round(time.Millisecond))
 	foRequireUnbound(t, f, old)

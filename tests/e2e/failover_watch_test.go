@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dmworker/dm-worker/ha"
-	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // foMonitor watches the bound keys for a whole test: every revision of
@@ -254,130 +251,4 @@ func foCountSockets(table string, port int, inodes map[string]bool) (int, error)
 		}
 	}
 	return n, sc.Err()
-}
-
-// foProxy is a TCP proxy on a fixed loopback address in front of etcd's
-// client port, one per worker: down cuts that worker (only) off etcd while
-// its process runs, up lets it reconnect. It is tests/etcdtest's bridge
-// idea; that bridge is unexported and shared by every client.
-type foProxy struct {
-	addr, target string
-	wg           sync.WaitGroup // the accept loop and every pipe
-
-	mu    sync.Mutex
-	ln    net.Listener // nil while down
-	conns map[net.Conn]struct{}
-}
-
-// foStartProxy listens on a free loopback port for target; it is taken
-// down in t.Cleanup.
-func foStartProxy(t *testing.T, target string) *foProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen for the etcd proxy: %v", err)
-	}
-	p := &foProxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
-	p.serve(ln)
-	t.Cleanup(p.down)
-	return p
-}
-
-func (p *foProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed by down
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				p.pipe(ln, c)
-			}()
-		}
-	}()
-}
-
-// down closes the listener and every proxied connection and waits for the
-// proxy's goroutines. A no-op while down.
-func (p *foProxy) down() {
-	p.mu.Lock()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		_ = c.Close()
-		delete(p.conns, c)
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-// up listens on the proxy's address again.
-func (p *foProxy) up(t *testing.T) {
-	t.Helper()
-	err := testutil.Poll(2*time.Second, func() error {
-		ln, err := net.Listen("tcp", p.addr)
-		if err != nil {
-			return err
-		}
-		p.serve(ln)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("re-listen the etcd proxy on %s: %v", p.addr, err)
-	}
-}
-
-// track registers c unless the proxy went down since ln accepted it (then
-// it closes c and reports false).
-func (p *foProxy) track(ln net.Listener, c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != ln {
-		_ = c.Close()
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *foProxy) untrack(c net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	p.mu.Unlock()
-	_ = c.Close()
-}
-
-func (p *foProxy) pipe(ln net.Listener, client net.Conn) {
-	if !p.track(ln, client) {
-		return
-	}
-	defer p.untrack(client)
-	server, err := net.DialTimeout("tcp", p.target, time.Second)
-	if err != nil {
-		return
-	}
-	if !p.track(ln, server) {
-		return
-	}
-	defer p.untrack(server)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = io.Copy(server, client)
-		_ = server.Close()
-		_ = client.Close()
-	}()
-	_, _ = io.Copy(client, server)
-	_ = client.Close()
-	_ = server.Close()
-	<-done
 }

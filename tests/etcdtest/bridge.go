@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/dmworker/dm-worker/tests/testutil"
@@ -153,4 +154,37 @@ func copyAndClose(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	_ = dst.Close()
 	_ = src.Close()
+}
+
+// Proxy is a TCP proxy on a loopback address in front of target (an etcd
+// client address): Down cuts every client that connects through it off
+// etcd at once, Up lets them reconnect. A cluster's own bridge is one; a
+// test gives one worker a Proxy of its own to partition that worker only.
+type Proxy struct{ b *bridge }
+
+// NewProxy starts a Proxy for target on a free loopback port; it is taken
+// down when the test ends.
+func NewProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	b, err := newBridge(target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(b.down)
+	return &Proxy{b: b}
+}
+
+// Addr is the host:port clients connect to; it stays the same across Down
+// and Up.
+func (p *Proxy) Addr() string { return p.b.addr }
+
+// Down closes the listener and every proxied connection.
+func (p *Proxy) Down() { p.b.down() }
+
+// Up accepts connections again.
+func (p *Proxy) Up(tb testing.TB) {
+	tb.Helper()
+	if err := p.b.up(); err != nil {
+		tb.Fatal(err)
+	}
 }
