@@ -114,7 +114,7 @@ func cmpStart(t *testing.T) *cmpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.read, err = openTarget(ep, 4); err != nil {
+	if e.read, err = openPool(ep, 4); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.read.Close() })

@@ -14,7 +14,8 @@ import (
 	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
-// openTarget opens the validator's pool to the target, for the comparer.
+// openPool opens a validator pool to the target (the comparer's) or the
+// source (current rows for the staleness check, the flavor).
 // Sessions must read TIMESTAMP values in UTC, as the sync unit writes them
 // and the binlog carries them: time_zone '+00:00' is forced (a time_zone in
 // the target's session block is overridden, as in the sync unit). Queries
@@ -24,9 +25,7 @@ import (
 // the comparer's SELECT expressions produce. String columns are read with
 // CAST(... AS BINARY), so the session's character_set_results does not
 // matter. ParseTime is off: temporal values arrive as text.
-// The source pool that reads current rows (staleness check) is opened the
-// same way.
-func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+func openPool(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 	cfg := ep.DriverConfig()
 	cfg.InterpolateParams = true
 	cfg.ParseTime = false

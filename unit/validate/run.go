@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
@@ -41,8 +42,11 @@ type run struct {
 	store *store
 	cmp   *comparer
 	// srcCmp reads the source's current rows, to tell a stale image from
-	// a real mismatch while the validator is behind the sync unit.
+	// a real mismatch while the validator is behind the sync unit; srcEP
+	// and srcDB are how the run reaches the source (also for its binlog).
 	srcCmp *comparer
+	srcEP  *dbconn.Endpoint
+	srcDB  *sql.DB
 	pend   *pendingSet
 	sel    syncer.Selection
 	// retryEvery is how long a failed row waits before its recheck.
@@ -57,30 +61,24 @@ type run struct {
 	skipped           []string
 }
 
-// openTarget opens a pool of n connections to the subtask's target.
-func (v *Validator) openTarget(n int) (*sql.DB, error) {
-	ep, err := dbconn.NewEndpoint(v.cfg.TargetDatabase, dbconn.TargetRef(v.cfg.Name))
+// open opens a pool of n connections to a server of the subtask (ref
+// names it in errors and picks its TLS settings).
+func (v *Validator) open(db config.DBConfig, ref dbconn.Ref, n int) (*dbconn.Endpoint, *sql.DB, error) {
+	ep, err := dbconn.NewEndpoint(db, ref)
 	if err != nil {
-		return nil, errs.New(CodeConfig, false, "validate: %w", err)
+		return nil, nil, errs.New(CodeConfig, false, "validate: %w", err)
 	}
-	db, err := openTarget(ep, n)
+	pool, err := openPool(ep, n)
 	if err != nil {
-		return nil, errs.New(CodeConfig, false, "validate: %w", err)
+		return nil, nil, errs.New(CodeConfig, false, "validate: %w", err)
 	}
-	return db, nil
+	return ep, pool, nil
 }
 
-// openSource opens a small pool to the source for the staleness check.
-func (v *Validator) openSource() (*sql.DB, error) {
-	ep, err := dbconn.NewEndpoint(v.src.From, dbconn.SourceRef(v.src.SourceID))
-	if err != nil {
-		return nil, errs.New(CodeConfig, false, "validate: %w", err)
-	}
-	db, err := openTarget(ep, 2)
-	if err != nil {
-		return nil, errs.New(CodeConfig, false, "validate: source: %w", err)
-	}
-	return db, nil
+// openTarget opens a pool of n connections to the subtask's target.
+func (v *Validator) openTarget(n int) (*sql.DB, error) {
+	_, db, err := v.open(v.cfg.TargetDatabase, dbconn.TargetRef(v.cfg.Name), n)
+	return db, err
 }
 
 // runOnce connects, waits for the sync unit, then validates from the
@@ -117,12 +115,11 @@ func (v *Validator) runOnce(ctx context.Context) error {
 	if r.sel, err = syncer.NewSelection(v.cfg, v.src); err != nil {
 		return errs.New(CodeConfig, false, "validate: %w", err)
 	}
-	srcDB, err := v.openSource()
-	if err != nil {
+	if r.srcEP, r.srcDB, err = v.open(v.src.From, dbconn.SourceRef(v.src.SourceID), 2); err != nil {
 		return err
 	}
-	defer closeDB(srcDB, v.logger)
-	r.srcCmp = newComparer(srcDB, v.full)
+	defer closeDB(r.srcDB, v.logger)
+	r.srcCmp = newComparer(r.srcDB, v.full)
 	return r.run(ctx, start, syncer.NewTables(db, r.sel.Router))
 }
 
@@ -167,20 +164,12 @@ func (v *Validator) waitSync(ctx context.Context) (binlog.Location, error) {
 // streamOpener returns the relay reader while relay runs for the source,
 // else a replication connection of the validator's own, with the source's
 // flavor and how long the stream may stay silent (0 for relay).
-func (v *Validator) streamOpener(ctx context.Context) (binlog.StreamOpener, string, time.Duration, error) {
-	ep, err := dbconn.NewEndpoint(v.src.From, dbconn.SourceRef(v.src.SourceID))
-	if err != nil {
-		return nil, "", 0, errs.New(CodeConfig, false, "validate: %w", err)
-	}
+func (r *run) streamOpener(ctx context.Context) (binlog.StreamOpener, string, time.Duration, error) {
+	v := r.v
 	flavor := strings.ToLower(v.src.Flavor)
 	if flavor == "" {
-		db, err := ep.Open(ep.DriverConfig())
-		if err != nil {
-			return nil, "", 0, errs.New(CodeConfig, false, "validate: source: %w", err)
-		}
-		flavor, err = dbconn.DetectFlavor(ctx, db)
-		closeDB(db, v.logger)
-		if err != nil {
+		var err error
+		if flavor, err = dbconn.DetectFlavor(ctx, r.srcDB); err != nil {
 			return nil, "", 0, errs.Wrap(err, CodeRead, "validate: source %s", v.src.SourceID)
 		}
 	}
@@ -190,14 +179,14 @@ func (v *Validator) streamOpener(ctx context.Context) (binlog.StreamOpener, stri
 		}
 	}
 	id := upstream.ServerID("validator/"+v.cfg.Name, v.cfg.SourceID)
-	return upstream.NewOpener(v.src, ep, flavor, id), flavor, upstream.SilenceLimit, nil
+	return upstream.NewOpener(v.src, r.srcEP, flavor, id), flavor, upstream.SilenceLimit, nil
 }
 
 // run reads from start until ctx ends or something fails, with the judge,
 // the workers and the checkpoint saver beside it; at the end it saves the
 // checkpoint once more.
 func (r *run) run(ctx context.Context, start binlog.Location, tables *syncer.Tables) error {
-	opener, flavor, silence, err := r.v.streamOpener(ctx)
+	opener, flavor, silence, err := r.streamOpener(ctx)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // imaged keeps its mismatch.
 func TestDropStale(t *testing.T) {
 	e := cmpStart(t)
-	src, err := openTarget(e.srcEP, 2)
+	src, err := openPool(e.srcEP, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
