@@ -35,6 +35,11 @@ type Table struct {
 // unit writes to the target.
 func (t *Table) ConvertRow(row []any) ([]any, error) { return t.info.convertRow(row) }
 
+// AppendKey appends the exact encoding of a converted row image's key
+// values (the one the sync unit's compaction keys rows by) to b: two
+// images' encodings are equal exactly when their keys are.
+func (t *Table) AppendKey(b []byte, image []any) []byte { return appendKey(b, image, t.Key, false) }
+
 // WhereValue is the form of a converted value in a WHERE clause of the
 // sync unit: text columns compare as text, binary columns as bytes.
 func WhereValue(v any, binary bool) any { return whereValue(v, binary) }

@@ -38,9 +38,6 @@ type entry struct {
 	// retrying: the entry waits in pendingSet.retries; parked: it waits for
 	// the reader to pass after, so it does not count against the limit.
 	retrying, parked bool
-	// last is the last mismatch, for the error record.
-	lastKind   string
-	lastTarget json.RawMessage
 }
 
 // queued is a change waiting for the sync unit to pass loc.
@@ -249,7 +246,6 @@ func (p *pendingSet) settle(jobs []job, results []rowResult, conclusive bool, sy
 			p.removeLocked(e, j.version)
 			continue
 		}
-		e.lastKind, e.lastTarget = res.kind, res.target
 		if conclusive {
 			if e.firstFail.IsZero() {
 				e.firstFail = now

@@ -2,11 +2,7 @@ package validate
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -291,29 +287,8 @@ func rowID(t *syncer.Table, image []any) string {
 	b := append(buf[:0], t.Source.Schema...)
 	b = append(b, 0)
 	b = append(b, t.Source.Table...)
-	for _, c := range t.Key {
-		v := image[c]
-		b = append(b, 0)
-		switch x := v.(type) {
-		case nil:
-			b = append(b, 'n')
-		case int64:
-			b = strconv.AppendInt(append(b, 'i'), x, 10)
-		case uint64:
-			b = strconv.AppendUint(append(b, 'u'), x, 10)
-		case float64:
-			b = binary.BigEndian.AppendUint64(append(b, 'f'), math.Float64bits(x))
-		case []byte:
-			b = binary.AppendUvarint(append(b, 'b'), uint64(len(x)))
-			b = append(b, x...)
-		case string:
-			b = binary.AppendUvarint(append(b, 's'), uint64(len(x)))
-			b = append(b, x...)
-		default:
-			b = append(append(b, 'o'), fmt.Sprint(x)...)
-		}
-	}
-	return string(b)
+	b = append(b, 0)
+	return string(t.AppendKey(b, image))
 }
 
 // clip shortens a statement for a log line.
