@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/stage"
@@ -60,4 +61,17 @@ type Bound struct {
 
 	IsDeleted bool  `json:"-"`
 	Revision  int64 `json:"-"`
+}
+
+// WorkersOf returns the workers whose binding in bounds (bound or
+// relay-bound keys, by worker) names source, sorted.
+func WorkersOf(bounds map[string]Bound, source string) []string {
+	var out []string
+	for w, b := range bounds {
+		if b.Source == source {
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

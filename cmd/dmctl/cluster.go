@@ -126,23 +126,12 @@ func (c *cluster) alive(worker string) bool {
 
 // boundWorkers returns the workers bound to source, sorted.
 func (c *cluster) boundWorkers(source string) []string {
-	return workersOf(c.bounds, source)
+	return ha.WorkersOf(c.bounds, source)
 }
 
 // relayWorkers returns the workers whose relay key names source, sorted.
 func (c *cluster) relayWorkers(source string) []string {
-	return workersOf(c.relayBounds, source)
-}
-
-func workersOf(bounds map[string]ha.Bound, source string) []string {
-	var out []string
-	for w, b := range bounds {
-		if b.Source == source {
-			out = append(out, w)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return ha.WorkersOf(c.relayBounds, source)
 }
 
 // checkSource returns an error when source has no config.

@@ -73,7 +73,7 @@ func decide(snap snapshot) plan {
 	p := plan{Sources: make(map[string]string, len(snap.Sources))}
 	free := freeWorkers(snap)
 	for _, src := range sortedKeys(snap.Sources) {
-		bound := boundTo(snap.Bound, src)
+		bound := ha.WorkersOf(snap.Bound, src)
 		if w := firstAlive(bound, snap.Alive); w != "" {
 			p.Sources[src] = w
 			for _, d := range bound {
@@ -107,7 +107,7 @@ func newMove(snap snapshot, src, to string, bound []string) move {
 			mv.From[w] = snap.Bound[w].Revision
 		}
 	}
-	for _, w := range boundTo(snap.Relay, src) {
+	for _, w := range ha.WorkersOf(snap.Relay, src) {
 		if mv.RelayFrom == nil {
 			mv.RelayFrom = make(map[string]int64)
 		}
@@ -140,18 +140,6 @@ func pickWorker(free []string, relay map[string]ha.Bound, src string) string {
 		return ""
 	}
 	return free[0]
-}
-
-// boundTo returns the workers whose key in keys names src, sorted.
-func boundTo(keys map[string]ha.Bound, src string) []string {
-	var out []string
-	for w, b := range keys {
-		if b.Source == src {
-			out = append(out, w)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // firstAlive returns the first of workers that is alive, or "".
