@@ -244,21 +244,8 @@ func runSyncChild(ctx context.Context, log *zap.Logger, raw json.RawMessage) (ch
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	cfg := config.NewSubTaskConfig()
-	cfg.Name, cfg.SourceID, cfg.TaskMode = "bench", "bench-src", config.ModeIncremental
-	cfg.Meta = config.Meta{BinlogName: p.StartName, BinlogPos: p.StartPos}
-	cfg.TargetDatabase = p.Target
-	cfg.Syncer.WorkerCount, cfg.Syncer.Batch = p.WorkerCount, p.Batch
-	cfg.Adjust()
-	if err := cfg.Validate(); err != nil {
-		return childReport{}, fmt.Errorf("subtask config: %w", err)
-	}
-	src := &config.SourceConfig{SourceID: cfg.SourceID, Flavor: config.FlavorMariaDB, From: p.Source}
-	u, err := syncer.New(cfg, src, nil, nil, log)
+	u, _, _, err := newBenchSync(ctx, p, config.ValidatorConfig{}, log)
 	if err != nil {
-		return childReport{}, err
-	}
-	if err := u.Init(ctx); err != nil {
 		return childReport{}, err
 	}
 	defer u.Close()
@@ -305,4 +292,30 @@ func waitApplied(ctx context.Context, u *syncer.Syncer, rows int64, done <-chan 
 			return fmt.Errorf("sync unit applied only %d of %d row changes: %w", applied, rows, context.Cause(ctx)), false
 		}
 	}
+}
+
+// newBenchSync builds and initialises the sync unit of a sync child (and of a sync-validate
+// child, whose subtask also has validator settings): incremental from p's backlog start, p's
+// worker-count and batch. It returns the unit with its subtask and source configs.
+func newBenchSync(ctx context.Context, p syncParams, validator config.ValidatorConfig, log *zap.Logger) (
+	*syncer.Syncer, *config.SubTaskConfig, *config.SourceConfig, error) {
+	cfg := config.NewSubTaskConfig()
+	cfg.Name, cfg.SourceID, cfg.TaskMode = "bench", "bench-src", config.ModeIncremental
+	cfg.Meta = config.Meta{BinlogName: p.StartName, BinlogPos: p.StartPos}
+	cfg.TargetDatabase = p.Target
+	cfg.Syncer.WorkerCount, cfg.Syncer.Batch = p.WorkerCount, p.Batch
+	cfg.Validator = validator
+	cfg.Adjust()
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, nil, fmt.Errorf("subtask config: %w", err)
+	}
+	src := &config.SourceConfig{SourceID: cfg.SourceID, Flavor: config.FlavorMariaDB, From: p.Source}
+	u, err := syncer.New(cfg, src, nil, nil, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := u.Init(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	return u, cfg, src, nil
 }

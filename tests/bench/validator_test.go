@@ -175,21 +175,6 @@ func detailNum(rep childReport, key string) float64 {
 	return n
 }
 
-// benchSubtask is the subtask and source config of runSyncChild's sync unit, with validator.
-func benchSubtask(p syncParams, validator config.ValidatorConfig) (*config.SubTaskConfig, *config.SourceConfig, error) {
-	cfg := config.NewSubTaskConfig()
-	cfg.Name, cfg.SourceID, cfg.TaskMode = "bench", "bench-src", config.ModeIncremental
-	cfg.Meta = config.Meta{BinlogName: p.StartName, BinlogPos: p.StartPos}
-	cfg.TargetDatabase = p.Target
-	cfg.Syncer.WorkerCount, cfg.Syncer.Batch = p.WorkerCount, p.Batch
-	cfg.Validator = validator
-	cfg.Adjust()
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("subtask config: %w", err)
-	}
-	return cfg, &config.SourceConfig{SourceID: cfg.SourceID, Flavor: config.FlavorMariaDB, From: p.Source}, nil
-}
-
 // runSyncValidateChild runs runSyncChild's sync unit with a full-mode validator started before
 // it: the elapsed time is the sync unit's, until every row change is applied; the child then
 // waits until the validator has judged every row up to the backlog end.
@@ -204,15 +189,9 @@ func runSyncValidateChild(ctx context.Context, log *zap.Logger, raw json.RawMess
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	cfg, src, err := benchSubtask(p.syncParams, config.ValidatorConfig{Mode: config.ValidationFull, WorkerCount: validatorWorkers})
+	u, cfg, src, err := newBenchSync(ctx, p.syncParams,
+		config.ValidatorConfig{Mode: config.ValidationFull, WorkerCount: validatorWorkers}, log)
 	if err != nil {
-		return childReport{}, err
-	}
-	u, err := syncer.New(cfg, src, nil, nil, log)
-	if err != nil {
-		return childReport{}, err
-	}
-	if err := u.Init(ctx); err != nil {
 		return childReport{}, err
 	}
 	defer u.Close()
