@@ -49,6 +49,10 @@ type WorkerConfig struct {
 	// Scheduler makes the worker take part in the election of the
 	// scheduler, which keeps every source bound to an alive worker.
 	Scheduler bool `json:"scheduler" toml:"scheduler"`
+	// TargetConnectionLimit bounds the connections the worker opens to one
+	// target server (host:port) over all of its tasks (extension); 0: the
+	// default, 64 (dbconn.DefaultTargetConnectionLimit).
+	TargetConnectionLimit int `json:"target-connection-limit" toml:"target-connection-limit"`
 
 	// ConfigFile is the --config flag: the TOML file the rest was read from.
 	ConfigFile string `json:"-" toml:"-"`
@@ -97,6 +101,8 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 	fs.StringVar(&fv.LogFormat, "log-format", def.LogFormat, "text or json")
 	fs.BoolVar(&fv.EmbedEtcd, "embed-etcd", false, "run a single-node etcd inside the process, data in <data-dir>/etcd")
 	fs.BoolVar(&fv.Scheduler, "scheduler", false, "take part in electing the scheduler, which binds sources of dead workers to alive ones")
+	fs.IntVar(&fv.TargetConnectionLimit, "target-connection-limit", 0,
+		"connections to one target server (host:port) at most, over all tasks of the worker (0: 64)")
 	fs.BoolVar(&fv.PrintVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err // flag.ErrHelp for -h, as is
@@ -115,28 +121,29 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 		}
 	}
 	apply := map[string]func(){
-		"name":                 func() { cfg.Name = fv.Name },
-		"etcd-endpoints":       func() { cfg.EtcdEndpoints = fv.EtcdEndpoints },
-		"etcd-prefix":          func() { cfg.EtcdPrefix = fv.EtcdPrefix },
-		"etcd-cacert":          func() { cfg.EtcdCACert = fv.EtcdCACert },
-		"etcd-cert":            func() { cfg.EtcdCert = fv.EtcdCert },
-		"etcd-key":             func() { cfg.EtcdKey = fv.EtcdKey },
-		"etcd-username":        func() { cfg.EtcdUsername = fv.EtcdUsername },
-		"etcd-password":        func() { cfg.EtcdPassword = fv.EtcdPassword },
-		"secret-key-path":      func() { cfg.SecretKeyPath = fv.SecretKeyPath },
-		"status-tls-cert":      func() { cfg.StatusTLSCert = fv.StatusTLSCert },
-		"status-tls-key":       func() { cfg.StatusTLSKey = fv.StatusTLSKey },
-		"status-tls-client-ca": func() { cfg.StatusTLSClientCA = fv.StatusTLSClientCA },
-		"status-addr":          func() { cfg.StatusAddr = fv.StatusAddr },
-		"advertise-addr":       func() { cfg.AdvertiseAddr = fv.AdvertiseAddr },
-		"data-dir":             func() { cfg.DataDir = fv.DataDir },
-		"relay-dir":            func() { cfg.RelayDir = fv.RelayDir },
-		"keepalive-ttl":        func() { cfg.KeepaliveTTL = fv.KeepaliveTTL },
-		"log-level":            func() { cfg.LogLevel = fv.LogLevel },
-		"log-file":             func() { cfg.LogFile = fv.LogFile },
-		"log-format":           func() { cfg.LogFormat = fv.LogFormat },
-		"embed-etcd":           func() { cfg.EmbedEtcd = fv.EmbedEtcd },
-		"scheduler":            func() { cfg.Scheduler = fv.Scheduler },
+		"name":                    func() { cfg.Name = fv.Name },
+		"etcd-endpoints":          func() { cfg.EtcdEndpoints = fv.EtcdEndpoints },
+		"etcd-prefix":             func() { cfg.EtcdPrefix = fv.EtcdPrefix },
+		"etcd-cacert":             func() { cfg.EtcdCACert = fv.EtcdCACert },
+		"etcd-cert":               func() { cfg.EtcdCert = fv.EtcdCert },
+		"etcd-key":                func() { cfg.EtcdKey = fv.EtcdKey },
+		"etcd-username":           func() { cfg.EtcdUsername = fv.EtcdUsername },
+		"etcd-password":           func() { cfg.EtcdPassword = fv.EtcdPassword },
+		"secret-key-path":         func() { cfg.SecretKeyPath = fv.SecretKeyPath },
+		"status-tls-cert":         func() { cfg.StatusTLSCert = fv.StatusTLSCert },
+		"status-tls-key":          func() { cfg.StatusTLSKey = fv.StatusTLSKey },
+		"status-tls-client-ca":    func() { cfg.StatusTLSClientCA = fv.StatusTLSClientCA },
+		"status-addr":             func() { cfg.StatusAddr = fv.StatusAddr },
+		"advertise-addr":          func() { cfg.AdvertiseAddr = fv.AdvertiseAddr },
+		"data-dir":                func() { cfg.DataDir = fv.DataDir },
+		"relay-dir":               func() { cfg.RelayDir = fv.RelayDir },
+		"keepalive-ttl":           func() { cfg.KeepaliveTTL = fv.KeepaliveTTL },
+		"log-level":               func() { cfg.LogLevel = fv.LogLevel },
+		"log-file":                func() { cfg.LogFile = fv.LogFile },
+		"log-format":              func() { cfg.LogFormat = fv.LogFormat },
+		"embed-etcd":              func() { cfg.EmbedEtcd = fv.EmbedEtcd },
+		"scheduler":               func() { cfg.Scheduler = fv.Scheduler },
+		"target-connection-limit": func() { cfg.TargetConnectionLimit = fv.TargetConnectionLimit },
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if set, ok := apply[f.Name]; ok {
@@ -255,6 +262,9 @@ func (c *WorkerConfig) Validate() error {
 	}
 	if c.KeepaliveTTL.Duration < time.Second {
 		p.add("keepalive-ttl", c.KeepaliveTTL, "must be at least 1s")
+	}
+	if c.TargetConnectionLimit < 0 {
+		p.add("target-connection-limit", c.TargetConnectionLimit, "must be 0 (the default, 64) or a positive number of connections")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

@@ -31,6 +31,7 @@ keepalive-ttl = "30s"
 log-level = "debug"
 log-format = "json"
 embed-etcd = true
+target-connection-limit = 48
 `
 
 func TestParseWorkerConfigFileAndFlags(t *testing.T) {
@@ -45,7 +46,7 @@ func TestParseWorkerConfigFileAndFlags(t *testing.T) {
 		Name: "file-worker", EtcdEndpoints: []string{"http://127.0.0.1:12379", "http://127.0.0.1:22379"},
 		EtcdPrefix: "/cluster-a", StatusAddr: "127.0.0.1:18262", AdvertiseAddr: "127.0.0.1:18262",
 		DataDir: "/var/lib/dm", RelayDir: "/var/lib/dm/relay", KeepaliveTTL: Duration{30 * time.Second},
-		LogLevel: "debug", LogFormat: "json", EmbedEtcd: true, ConfigFile: path,
+		LogLevel: "debug", LogFormat: "json", EmbedEtcd: true, ConfigFile: path, TargetConnectionLimit: 48,
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("file only:\ngot  %+v\nwant %+v", *c, want)
@@ -57,6 +58,7 @@ func TestParseWorkerConfigFileAndFlags(t *testing.T) {
 		"--config", path, "--name", "flag-worker", "--etcd-endpoints", "http://127.0.0.1:3379, http://127.0.0.1:4379",
 		"--data-dir", "/data2", "--keepalive-ttl", "5s", "--log-format", "text", "--embed-etcd=false",
 		"--advertise-addr", "10.0.0.1:8262", "--etcd-cacert", "ca.pem", "--log-file", "w.log",
+		"--target-connection-limit", "32",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +68,7 @@ func TestParseWorkerConfigFileAndFlags(t *testing.T) {
 		EtcdPrefix: "/cluster-a", StatusAddr: "127.0.0.1:18262", AdvertiseAddr: "10.0.0.1:8262",
 		EtcdCACert: "ca.pem", LogFile: "w.log",
 		DataDir: "/data2", RelayDir: "/data2/relay", KeepaliveTTL: Duration{5 * time.Second},
-		LogLevel: "debug", LogFormat: "text", EmbedEtcd: false, ConfigFile: path,
+		LogLevel: "debug", LogFormat: "text", EmbedEtcd: false, ConfigFile: path, TargetConnectionLimit: 32,
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("flags win:\ngot  %+v\nwant %+v", *c, want)
@@ -162,6 +164,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{name: "addresses", mod: func(c *WorkerConfig) { c.StatusAddr = "8262"; c.AdvertiseAddr = "h:99999" },
 			fields: []string{"status-addr", "advertise-addr"}},
 		{name: "logs", mod: func(c *WorkerConfig) { c.LogLevel = "trace"; c.LogFormat = "xml" }, fields: []string{"log-level", "log-format"}},
+		{name: "connection limit", mod: func(c *WorkerConfig) { c.TargetConnectionLimit = -1 }, fields: []string{"target-connection-limit"}},
 		{name: "prefix, tls, dirs", mod: func(c *WorkerConfig) {
 			c.EtcdPrefix = "dm/"
 			c.EtcdCert = "c.pem"

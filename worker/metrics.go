@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/stage"
 )
 
@@ -89,4 +90,48 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// targetConnCollector exports, at scrape time, the numbers of a target
+// connection budget per target server.
+type targetConnCollector struct {
+	b                                 *dbconn.Budget
+	open, limit, waiting, longestWait *prometheus.Desc
+	refused, timeouts                 *prometheus.Desc
+}
+
+// NewTargetConnCollector returns the collector of budget b's metrics
+// (dm_worker_target_connections_*, labelled by target host:port), for the
+// registry of /metrics.
+func NewTargetConnCollector(b *dbconn.Budget) prometheus.Collector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("dm_worker_target_connections_"+name, help, []string{"target"}, nil)
+	}
+	return &targetConnCollector{b: b,
+		open:        desc("open", "Connections the worker holds to a target server (open or being dialed), over all tasks."),
+		limit:       desc("limit", "The worker's limit of connections to a target (target-connection-limit; lower for a while after the server refused connections)."),
+		waiting:     desc("waiting", "Callers waiting for a connection to a target."),
+		longestWait: desc("longest_wait_seconds", "How long the longest waiting caller has waited for a connection to a target."),
+		refused:     desc("refused_total", "New connections a target refused for lack of connections (errors 1040, 1203, 1226); each was retried."),
+		timeouts:    desc("wait_timeouts_total", "Callers that waited in vain for a connection to a target (they got a resumable error)."),
+	}
+}
+
+// Describe sends the descriptions of every metric.
+func (c *targetConnCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.open, c.limit, c.waiting, c.longestWait, c.refused, c.timeouts} {
+		ch <- d
+	}
+}
+
+// Collect sends the budget's current numbers.
+func (c *targetConnCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.b.Stats() {
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.EffectiveLimit), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.Waiting), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.longestWait, prometheus.GaugeValue, st.LongestWait.Seconds(), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refusals), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(st.Timeouts), st.Target)
+	}
 }

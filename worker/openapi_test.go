@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit"
 )
@@ -112,6 +113,7 @@ func TestOpenAPISchemasMatchStructs(t *testing.T) {
 	cases := map[string]reflect.Type{
 		"WorkerStatus":            reflect.TypeFor[WorkerStatus](),
 		"SubTaskStatus":           reflect.TypeFor[SubTaskStatus](),
+		"TargetConnections":       reflect.TypeFor[dbconn.TargetConnections](),
 		"RelayStatus":             reflect.TypeFor[RelayStatus](),
 		"ValidatorStatus":         reflect.TypeFor[ValidatorStatus](),
 		"ValidationErrorCounts":   reflect.TypeFor[unit.ValidationErrorCounts](),

@@ -12,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/pkg/backoff"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/secret"
 	"github.com/dmworker/dm-worker/pkg/workqueue"
 	"github.com/dmworker/dm-worker/stream"
@@ -42,7 +43,11 @@ type ServerConfig struct {
 	// subtask passwords that are ciphertexts are decrypted with it before
 	// connecting (DESIGN.md §4a).
 	SecretKey *secret.Key
-	Metrics   *Metrics
+	// Budget is the worker's budget of connections to each target server,
+	// the one NewFactory's units use (UnitOptions.Budget); status shows
+	// each subtask's share. nil: none.
+	Budget  *dbconn.Budget
+	Metrics *Metrics
 	// Logger is passed down to everything; it should name the worker.
 	Logger *zap.Logger
 	Clock  Clock

@@ -1,11 +1,15 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/periodic"
-	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/worker/scheduler"
 )
@@ -41,6 +45,9 @@ func (s *Server) Status() WorkerStatus {
 		ss := sw.Status()
 		st.Source, st.Relay, st.SubTasks, st.Streams, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Streams, ss.Errors
 	}
+	for i := range st.SubTasks {
+		st.SubTasks[i].TargetConnections = s.cfg.Budget.OwnerStatus(st.SubTasks[i].Name)
+	}
 	if swarn != nil {
 		st.Errors = append([]TaskError{*swarn}, st.Errors...)
 	}
@@ -51,19 +58,37 @@ func (s *Server) Status() WorkerStatus {
 	return st
 }
 
+// statusRefresh is how often an unchanged status is written again.
+const statusRefresh = time.Minute
+
 // publishStatus writes P/status/{worker} on the keepalive lease every
-// StatusInterval until ctx is done.
+// StatusInterval until ctx is done. An unchanged value on the same lease is
+// written only every statusRefresh: with many subtasks the value is large,
+// and every write stays in etcd's log and history for a while.
 func (s *Server) publishStatus(ctx context.Context) {
+	var (
+		last      []byte
+		lastLease clientv3.LeaseID
+		lastPut   time.Time
+	)
 	periodic.Run(ctx, s.cfg.StatusInterval, periodic.Now, func(ctx context.Context) {
 		s.mu.Lock()
 		lease := s.keepalive.LeaseID()
 		s.mu.Unlock()
 		data, err := json.Marshal(s.Status())
+		if err == nil && lease == lastLease && bytes.Equal(data, last) && time.Since(lastPut) < statusRefresh {
+			return
+		}
 		if err == nil {
 			_, err = s.store.PutStatus(ctx, s.cfg.Name, data, lease)
 		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("publish status to etcd", zap.Error(err))
+		if err != nil {
+			last = nil
+			if ctx.Err() == nil {
+				s.log.Warn("publish status to etcd", zap.Error(err))
+			}
+			return
 		}
+		last, lastLease, lastPut = data, lease, time.Now()
 	})
 }

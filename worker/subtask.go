@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
@@ -149,6 +150,10 @@ type SubTaskStatus struct {
 	Errors    []errs.Error     `json:"errors"`
 	Progress  any              `json:"progress"`
 	Validator *ValidatorStatus `json:"validator,omitempty"`
+	// TargetConnections is the task's share of the worker's connections
+	// to its target (set by Server.Status); absent while the task has no
+	// pool open there.
+	TargetConnections *dbconn.TargetConnections `json:"target-connections,omitempty"`
 }
 
 // ValidatorStatus is the "validator" object of a subtask's status.

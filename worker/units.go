@@ -7,6 +7,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/check"
 	"github.com/dmworker/dm-worker/unit/dump"
@@ -30,6 +31,10 @@ type UnitOptions struct {
 	Dump     *dump.Metrics
 	Load     *load.Metrics
 	Validate *validate.Metrics
+	// Budget bounds the connections of every unit and precheck to each
+	// target server (the worker's target-connection-limit); nil: every
+	// pool of its own size.
+	Budget *dbconn.Budget
 	// Logger logs the prechecks; units log through their subtask's logger.
 	Logger *zap.Logger
 }
@@ -48,14 +53,29 @@ func NewUnitFactory(o UnitOptions) FactoryBuilder {
 				return dump.New(cfg, src, DumpDir(o.DataDir, cfg), o.Dump, logger)
 			},
 			unit.TypeLoad: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
-				return load.New(cfg, src, DumpDir(o.DataDir, cfg), o.Load, logger)
+				l, err := load.New(cfg, src, DumpDir(o.DataDir, cfg), o.Load, logger)
+				if err != nil {
+					return nil, err
+				}
+				l.UseConnBudget(o.Budget)
+				return l, nil
 			},
 			unit.TypeSync: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
-				return syncer.New(cfg, src, relay, o.Sync, logger)
+				s, err := syncer.New(cfg, src, relay, o.Sync, logger)
+				if err != nil {
+					return nil, err
+				}
+				s.UseConnBudget(o.Budget)
+				return s, nil
 			},
 		}, func(cfg *config.SubTaskConfig, sync unit.SyncSource, logger *zap.Logger) (unit.Validator, error) {
-			return validate.New(cfg, src, relay, sync, o.Validate, logger)
-		}).WithPrecheck(check.Precheck(src, o.Logger))
+			v, err := validate.New(cfg, src, relay, sync, o.Validate, logger)
+			if err != nil {
+				return nil, err
+			}
+			v.UseConnBudget(o.Budget)
+			return v, nil
+		}).WithPrecheck(check.PrecheckBudgeted(src, o.Budget, o.Logger))
 	}
 }
 

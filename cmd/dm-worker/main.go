@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/etcdutil"
 	dmlog "github.com/dmworker/dm-worker/pkg/log"
 	"github.com/dmworker/dm-worker/pkg/secret"
@@ -119,6 +120,12 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	if err != nil {
 		return err
 	}
+	// One budget of target connections for every task of the worker.
+	budget := dbconn.NewBudget(dbconn.BudgetOptions{Limit: cfg.TargetConnectionLimit, Logger: logger})
+	if err := m.reg.Register(worker.NewTargetConnCollector(budget)); err != nil {
+		return fmt.Errorf("register target connection metrics: %w", err)
+	}
+	logger.Info("target connections", zap.Int("target-connection-limit", budget.Limit()))
 	// A meta store that cannot be opened stops no one: every stream shows
 	// why in status, everything else runs.
 	meta, metaErr := worker.OpenStreamMeta(cfg.DataDir)
@@ -130,12 +137,13 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 	srv := worker.NewServer(worker.ServerConfig{
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
-		NewFactory:   worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Validate: m.valid, Logger: logger}),
-		NewRelay:     worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
-		NewStreams:   worker.NewStreamRuntimeBuilder(m.worker),
-		StreamMeta:   meta, StreamMetaErr: metaErr,
-		SecretKey: key,
-		Metrics:   m.worker, Logger: logger,
+		NewFactory: worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Validate: m.valid,
+			Budget: budget, Logger: logger}),
+		NewRelay:   worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
+		NewStreams: worker.NewStreamRuntimeBuilder(m.worker),
+		StreamMeta: meta, StreamMetaErr: metaErr,
+		SecretKey: key, Budget: budget,
+		Metrics: m.worker, Logger: logger,
 		Scheduler: cfg.Scheduler, SchedulerMetrics: m.sched,
 	})
 	return runServers(ctx, cfg, srv, m.reg, ln, tlsCfg, logger)

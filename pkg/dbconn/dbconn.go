@@ -3,7 +3,8 @@
 // TLS from the security block, max-allowed-packet and session variables,
 // and the classification of connection failures caused by TLS. It also asks
 // a server which flavor it is. It owns no pools: callers open and size
-// their own.
+// their own; a Budget bounds the connections of the pools opened through
+// it to each target server (budget.go).
 package dbconn
 
 import (
@@ -132,13 +133,18 @@ func (e *Endpoint) Open(cfg *mysql.Config) (*sql.DB, error) {
 	return sql.OpenDB(&connector{inner: c, e: e}), nil
 }
 
-// connector classifies the errors of new connections.
+// connector classifies the errors of new connections and, for a pool
+// opened by Budget.Open, takes each connection's token of the budget.
 type connector struct {
 	inner driver.Connector
 	e     *Endpoint
+	pool  *Pool // nil: not budgeted
 }
 
 func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
+	if c.pool != nil {
+		return c.pool.connect(ctx, c.inner, c.e)
+	}
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
 		return nil, c.e.ConnectError(err)
@@ -147,6 +153,14 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 func (c *connector) Driver() driver.Driver { return c.inner.Driver() }
+
+// Close is called by sql.DB.Close: the pool leaves its budget.
+func (c *connector) Close() error {
+	if c.pool != nil {
+		c.pool.unregister()
+	}
+	return nil
+}
 
 // DetectFlavor asks the server for its version: config.FlavorMariaDB or
 // config.FlavorMySQL.

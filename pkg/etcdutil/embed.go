@@ -48,6 +48,16 @@ func StartEmbedded(dir, clientURL string, logger *zap.Logger) (*Embedded, error)
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
 	cfg.ClusterState = embed.ClusterStateFlagNew
 	cfg.LogLevel = "error"
+	// A worker with many subtasks rewrites a large status value every few
+	// seconds: etcd keeps every raft entry in memory until a snapshot
+	// (10,000 entries by default) and every revision on disk until a
+	// compaction (never by default), so both grow without bound. Snapshot
+	// often (a single member's snapshot is cheap) and keep ten minutes of
+	// history, far more than a watch needs to resume after a restart.
+	cfg.SnapshotCount = 100
+	cfg.SnapshotCatchUpEntries = 100
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = "10m"
 	if logger != nil {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(ServerLogger(logger).Named("etcd"))
 	}

@@ -31,8 +31,16 @@ const (
 // by QueryTimeout, each server's checks by ServerTimeout, all by ctx. A
 // check cut short by a timeout is a failure naming the error.
 func Run(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig) *Report {
+	return RunBudgeted(ctx, cfg, src, nil)
+}
+
+// RunBudgeted is Run whose target connections (two at most, for the
+// duration of the checks) come from b, the worker's budget of connections
+// to each target; nil: a pool of its own.
+func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig, b *dbconn.Budget) *Report {
 	r := &Report{Task: cfg.Name, Source: cfg.SourceID}
 	c := newRun(cfg, src)
+	c.budget = b
 	var (
 		wg       sync.WaitGroup
 		srcItems items
@@ -72,6 +80,7 @@ type run struct {
 	cs     bool // names compare case-sensitively
 	tables *filter.Tables
 	router *filter.Router
+	budget *dbconn.Budget // the target's connections; nil: a pool of its own
 }
 
 func newRun(cfg *config.SubTaskConfig, src *config.SourceConfig) *run {
@@ -99,18 +108,18 @@ type server struct {
 
 func (s *server) close() { _ = s.db.Close() }
 
-// connect opens a pool to db and pings it; on failure it adds one failure
-// item (name) that names the address and says what was skipped.
-func connect(ctx context.Context, db config.DBConfig, ref dbconn.Ref, what, name, skipped, fix string, l *items) *server {
+// connect opens a pool of two connections to db (from budget b for task
+// owner; nil: a pool of its own) and pings it; on failure it adds one
+// failure item (name) that names the address and says what was skipped.
+func connect(ctx context.Context, b *dbconn.Budget, owner string, db config.DBConfig, ref dbconn.Ref, what, name, skipped, fix string, l *items) *server {
 	ep, err := dbconn.NewEndpoint(db, ref)
 	if err != nil {
 		l.fail(name, what, "correct the "+ref.Field+" settings", "%s: %v; %s", what, err, skipped)
 		return nil
 	}
 	what = fmt.Sprintf("%s (%s)", what, ep.Addr())
-	pool, err := ep.Open(ep.DriverConfig())
+	pool, err := b.Open(ep, ep.DriverConfig(), owner, 2)
 	if err == nil {
-		pool.SetMaxOpenConns(2)
 		qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 		err = pool.PingContext(qctx)
 		cancel()
@@ -136,7 +145,7 @@ func query[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) 
 // checkSource runs the source's checks and returns its selected tables
 // (nil when they could not be read).
 func (c *run) checkSource(ctx context.Context, l *items) []*table {
-	s := connect(ctx, c.src.From, dbconn.SourceRef(c.src.SourceID), "source "+c.src.SourceID, "source_connection",
+	s := connect(ctx, nil, "", c.src.From, dbconn.SourceRef(c.src.SourceID), "source "+c.src.SourceID, "source_connection",
 		"the source's privilege, binlog and table checks were not run",
 		"start the server at %s or correct from.host/from.port of the source config (`dmctl source update FILE`), and check that it accepts from.user with from.password from this host", l)
 	if s == nil {
@@ -168,7 +177,7 @@ func (c *run) checkSource(ctx context.Context, l *items) []*table {
 // its meta schema there; it returns the open target, nil when it cannot
 // be reached.
 func (c *run) checkTarget(ctx context.Context, l *items) *server {
-	s := connect(ctx, c.cfg.TargetDatabase, dbconn.TargetRef(c.cfg.Name), "target of task "+c.cfg.Name, "target_connection",
+	s := connect(ctx, c.budget, c.cfg.Name, c.cfg.TargetDatabase, dbconn.TargetRef(c.cfg.Name), "target of task "+c.cfg.Name, "target_connection",
 		"the target's write and table checks were not run",
 		"start the server at %s or correct target-database host/port in the task file, and check that it accepts target-database.user with its password from this host", l)
 	if s == nil {

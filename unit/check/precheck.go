@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -14,9 +15,15 @@ import (
 // (with resolved passwords), of the form of unit.PrecheckFunc: it runs
 // Run, logs every warning and failure, and returns Report.Err.
 func Precheck(src *config.SourceConfig, logger *zap.Logger) func(ctx context.Context, cfg *config.SubTaskConfig) error {
+	return PrecheckBudgeted(src, nil, logger)
+}
+
+// PrecheckBudgeted is Precheck whose target connections come from b, the
+// worker's budget of connections to each target (RunBudgeted).
+func PrecheckBudgeted(src *config.SourceConfig, b *dbconn.Budget, logger *zap.Logger) func(ctx context.Context, cfg *config.SubTaskConfig) error {
 	return func(ctx context.Context, cfg *config.SubTaskConfig) error {
 		began := time.Now()
-		r := Run(ctx, cfg, src)
+		r := RunBudgeted(ctx, cfg, src, b)
 		log := logger.With(zap.String("task", r.Task), zap.String("source", r.Source))
 		for _, it := range r.Items {
 			switch it.State {

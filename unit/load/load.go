@@ -49,6 +49,10 @@ type Loader struct {
 	events *filter.EventFilter
 	router *filter.Router
 
+	// budget bounds the target connections (UseConnBudget, before Init);
+	// nil: a pool of its own.
+	budget *dbconn.Budget
+
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	db    *sql.DB
 	store *metaStore
@@ -110,6 +114,12 @@ func (l *Loader) configure(cfg *config.SubTaskConfig) error {
 	return nil
 }
 
+// UseConnBudget makes the unit's target pool take its connections from b,
+// the worker's budget of connections to each target. Every load worker
+// holds one transaction at a time and the meta records use one connection
+// each, so a budget smaller than the pool cannot deadlock it.
+func (l *Loader) UseConnBudget(b *dbconn.Budget) { l.budget = b }
+
 // Type is unit.TypeLoad.
 func (l *Loader) Type() unit.Type { return unit.TypeLoad }
 
@@ -134,13 +144,10 @@ func (l *Loader) Init(ctx context.Context) error {
 	dbconn.SetDefaultParam(dc, "foreign_key_checks", "0")
 	dc.Params["time_zone"] = "'+00:00'"
 	dc.Params["sql_mode"] = targetSQLMode
-	db, err := ep.Open(dc)
+	db, err := l.budget.Open(ep, dc, l.cfg.Name, l.cfg.Loader.PoolSize+extraConns)
 	if err != nil {
 		return errs.New(CodeLoadConfig, false, "load: target: %w", err)
 	}
-	db.SetMaxOpenConns(l.cfg.Loader.PoolSize + extraConns)
-	db.SetMaxIdleConns(l.cfg.Loader.PoolSize + extraConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
 	store := &metaStore{schema: l.cfg.MetaSchema, task: l.cfg.Name, source: l.cfg.SourceID}
 	if err := store.prepare(ctx, db, l.cfg.TaskMode == config.ModeAll); err != nil {
 		_ = db.Close() // the error being returned matters more
@@ -207,8 +214,7 @@ func (l *Loader) Update(_ context.Context, cfg *config.SubTaskConfig) error {
 		return err
 	}
 	if l.db != nil {
-		l.db.SetMaxOpenConns(l.cfg.Loader.PoolSize + extraConns)
-		l.db.SetMaxIdleConns(l.cfg.Loader.PoolSize + extraConns)
+		l.budget.Resize(l.db, l.cfg.Loader.PoolSize+extraConns)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -15,13 +14,23 @@ import (
 // quoteName quotes an identifier with backticks.
 func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
-// openTarget opens a pool to the target. Sessions use UTC for TIMESTAMP
+// UseConnBudget makes the unit's target pool take its connections from b,
+// the worker's budget of connections to each target (nil: a pool of its
+// own). Call it before Init.
+func (s *Syncer) UseConnBudget(b *dbconn.Budget) { s.budget = b }
+
+// openTarget opens a pool of at most maxConns connections to the target,
+// from the unit's connection budget. Sessions use UTC for TIMESTAMP
 // values (the binlog carries them as UTC instants; a time_zone in the
 // target's session block is overridden, as in DM), and unless the session
 // block sets them, a permissive sql_mode that keeps zero dates and explicit
 // zeros in AUTO_INCREMENT columns, and no foreign key checks (parallel apply
 // orders changes by row, not by table).
-func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+//
+// No code of the unit holds a connection of the pool while it waits for
+// another (each apply worker, the checkpoint flush and the DDL applier use
+// one at a time), so a budget smaller than the pool cannot deadlock it.
+func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 	cfg := ep.DriverConfig()
 	cfg.InterpolateParams = true
 	// Batches travel as one multi-statement query (see execTx).
@@ -30,13 +39,10 @@ func openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 	dbconn.SetDefaultParam(cfg, "sql_mode", "'NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION'")
 	dbconn.SetDefaultParam(cfg, "foreign_key_checks", "0")
 	cfg.Params["time_zone"] = "'+00:00'"
-	pool, err := ep.Open(cfg)
+	pool, err := s.budget.Open(ep, cfg, s.cfg.Name, maxConns)
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	pool.SetMaxOpenConns(maxConns)
-	pool.SetMaxIdleConns(maxConns)
-	pool.SetConnMaxIdleTime(5 * time.Minute)
 	return pool, nil
 }
 

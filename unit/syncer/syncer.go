@@ -39,6 +39,7 @@ type Syncer struct {
 	events   *filter.EventFilter
 	router   *filter.Router
 	serverID uint32
+	budget   *dbconn.Budget // target connections (UseConnBudget, before Init); nil: a pool of its own
 
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	target *sql.DB
@@ -162,7 +163,7 @@ func (s *Syncer) Init(ctx context.Context) error {
 				zap.String("time_zone", v))
 		}
 	}
-	db, err := openTarget(target, s.cfg.Syncer.WorkerCount+4)
+	db, err := s.openTarget(target, s.cfg.Syncer.WorkerCount+4)
 	if err != nil {
 		return errs.New(CodeConfig, false, "sync: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -26,6 +25,28 @@ import (
 // CAST(... AS BINARY), so the session's character_set_results does not
 // matter. ParseTime is off: temporal values arrive as text.
 func openPool(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+	return openPoolIn(nil, "", ep, maxConns)
+}
+
+// UseConnBudget makes the validator's target pools take their connections
+// from b, the worker's budget of connections to each target. A comparer,
+// the error store and the checkpoint each use one connection at a time,
+// so a budget smaller than the pool cannot deadlock it.
+func (v *Validator) UseConnBudget(b *dbconn.Budget) { v.budget = b }
+
+// openPool is openPool from the validator's budget when ep is the
+// subtask's target.
+func (v *Validator) openPool(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+	var b *dbconn.Budget
+	if ep.Ref == dbconn.TargetRef(v.cfg.Name) {
+		b = v.budget
+	}
+	return openPoolIn(b, v.cfg.Name, ep, maxConns)
+}
+
+// openPoolIn is openPool with the connections from budget b for task
+// owner (nil: a pool of its own).
+func openPoolIn(b *dbconn.Budget, owner string, ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 	cfg := ep.DriverConfig()
 	cfg.InterpolateParams = true
 	cfg.ParseTime = false
@@ -33,13 +54,10 @@ func openPool(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	pool, err := ep.Open(cfg)
+	pool, err := b.Open(ep, cfg, owner, maxConns)
 	if err != nil {
 		return nil, fmt.Errorf("validator %s: %w", ep.Addr(), err)
 	}
-	pool.SetMaxOpenConns(maxConns)
-	pool.SetMaxIdleConns(maxConns)
-	pool.SetConnMaxIdleTime(5 * time.Minute)
 	return pool, nil
 }
 

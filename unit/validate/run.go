@@ -68,7 +68,7 @@ func (v *Validator) open(db config.DBConfig, ref dbconn.Ref, n int) (*dbconn.End
 	if err != nil {
 		return nil, nil, errs.New(CodeConfig, false, "validate: %w", err)
 	}
-	pool, err := openPool(ep, n)
+	pool, err := v.openPool(ep, n)
 	if err != nil {
 		return nil, nil, errs.New(CodeConfig, false, "validate: %w", err)
 	}

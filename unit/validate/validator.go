@@ -11,6 +11,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
 	"github.com/dmworker/dm-worker/unit"
@@ -35,7 +36,8 @@ type Validator struct {
 	workers int
 	// limit bounds the unjudged rows held in memory (back-pressure on the
 	// binlog reader beyond it).
-	limit int
+	limit  int
+	budget *dbconn.Budget // target connections (UseConnBudget, before Start); nil: pools of its own
 
 	mu sync.Mutex
 	// guarded by mu:

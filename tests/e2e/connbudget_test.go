@@ -1,0 +1,367 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
+)
+
+// Issue 16's acceptance (many tasks per worker): the subtasks of a worker
+// writing to one target share one bounded budget of connections to it.
+
+// Sizes of the test.
+const (
+	cbTasks = 40
+	// cbLimit is the worker's default target-connection-limit; cbMargin
+	// the target connections of the test and the harness on top of it.
+	cbLimit  = dbconn.DefaultTargetConnectionLimit
+	cbMargin = 6
+	// cbWrites is how long the writers run; cbConverge bounds the wait for
+	// the target to equal the source after they stop.
+	cbWrites   = 30 * time.Second
+	cbConverge = 2 * time.Minute
+	cbKeys     = 300
+)
+
+// cbTargetConns is the target-connections object of a subtask's status.
+type cbTargetConns struct {
+	Target         string     `json:"target"`
+	Limit          int        `json:"limit"`
+	EffectiveLimit int        `json:"effective-limit"`
+	Open           int        `json:"open"`
+	Waiting        int        `json:"waiting"`
+	TaskOpen       int        `json:"task-open"`
+	TaskWaiting    int        `json:"task-waiting"`
+	WaitingSince   *time.Time `json:"waiting-since"`
+}
+
+// cbStatus is the part of the worker status the test reads.
+type cbStatus struct {
+	Subtasks []struct {
+		Name   string `json:"name"`
+		Stage  string `json:"stage"`
+		Unit   string `json:"unit"`
+		Errors []struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"errors"`
+		TargetConns *cbTargetConns `json:"target-connections"`
+	} `json:"subtasks"`
+}
+
+// cbPeaks are the highest numbers the status showed while the test ran.
+type cbPeaks struct {
+	mu                         sync.Mutex
+	open, waiting, taskWaiting int // guarded by mu
+	tasksWaiting, notRunning   int // guarded by mu
+	lastProblem                string
+}
+
+func (p *cbPeaks) record(st cbStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tasksWaiting := 0
+	for _, s := range st.Subtasks {
+		if s.Stage != "Running" || len(s.Errors) > 0 {
+			p.notRunning++
+			p.lastProblem = fmt.Sprintf("%s: stage %s unit %s errors %+v", s.Name, s.Stage, s.Unit, s.Errors)
+		}
+		if tc := s.TargetConns; tc != nil {
+			p.open, p.waiting, p.taskWaiting = max(p.open, tc.Open), max(p.waiting, tc.Waiting), max(p.taskWaiting, tc.TaskWaiting)
+			if tc.TaskWaiting > 0 {
+				tasksWaiting++
+			}
+		}
+	}
+	p.tasksWaiting = max(p.tasksWaiting, tasksWaiting)
+}
+
+// TestManyTasksShareTargetConnections runs 40 incremental tasks of one
+// source, read through the relay, into one target with MariaDB's default
+// max_connections (151), each task with its own database under writes and
+// the default syncer worker-count (16: 40 pools of 20 connections would
+// want 800). Every database must end equal to the source, the target must
+// never see more than the worker's limit (64) plus the test's own
+// connections, and no task may be paused by an error on the way.
+func TestManyTasksShareTargetConnections(t *testing.T) {
+	src := mariadbtest.Start(t, mariadbtest.Options{Name: "cb-source", Binlog: true, FastCommit: true})
+	tgt := mariadbtest.Start(t, mariadbtest.Options{Name: "cb-target", FastCommit: true,
+		ExtraConfig: []string{"max_connections=151"}}) // MariaDB's default; the harness raises it
+	srcDB, tgtDB := src.DB(t), tgt.DB(t)
+	srcDB.SetMaxOpenConns(cbTasks + 4)
+	tgtDB.SetMaxOpenConns(2)
+	c := newEtcdCluster(t)
+	// The default keepalive TTL: 40 busy tasks on two shared cores may keep
+	// the worker from renewing a 2s lease in time.
+	w := startWorker(t, workerOptions{name: "w1", endpoints: c.endpoints, prefix: c.prefix, args: []string{"--keepalive-ttl", "10s"}})
+	c.waitWorkerAlive("w1")
+
+	began := time.Now()
+	cbStartTasks(t, c, src, tgt)
+	for i := range cbTasks {
+		src.Exec(t, "CREATE DATABASE "+cbDB(i))
+		src.Exec(t, "CREATE TABLE "+cbDB(i)+".t (id INT PRIMARY KEY, n BIGINT NOT NULL, note VARCHAR(64) NULL, KEY (n))")
+	}
+	testutil.Eventually(t, time.Minute, "every task created its table on the target", func() error {
+		var n int
+		err := tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA LIKE 'cb\\_%'").Scan(&n)
+		if err == nil && n != cbTasks {
+			err = fmt.Errorf("%d of %d tables", n, cbTasks)
+		}
+		return err
+	})
+	t.Logf("%d tasks running with their tables after %s", cbTasks, time.Since(began).Round(time.Millisecond))
+
+	peaks := &cbPeaks{}
+	stopSampler := cbSample(t, w, peaks)
+	commits := cbWrite(t, srcDB, cbWrites)
+	t.Logf("writers stopped after %s: %d transactions on %d databases", cbWrites, commits, cbTasks)
+
+	stopped := time.Now()
+	cbWaitEqual(t, srcDB, tgtDB, cbConverge)
+	stopSampler()
+	t.Logf("every database equal %s after the writers stopped", time.Since(stopped).Round(time.Millisecond))
+
+	cbCheckAfter(t, w, tgt, peaks)
+	// The tasks read the relay, not the source: the relay is the source's
+	// one binlog reader.
+	if n := src.QueryString(t, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Binlog Dump'"); n != "1" {
+		t.Errorf("%s binlog readers on the source, want 1 (the relay)", n)
+	}
+}
+
+func cbDB(i int) string { return fmt.Sprintf("cb_%02d", i) }
+
+// cbStartTasks creates the source (relay on) and the tasks with dmctl,
+// every task starting at the source's current position.
+func cbStartTasks(t *testing.T, c *cluster, src, tgt *mariadbtest.Instance) {
+	t.Helper()
+	file, pos, _ := src.MasterStatus(t)
+	c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: cb-src
+flavor: mariadb
+enable-relay: true
+from: {host: 127.0.0.1, port: %d, user: root, password: ""}
+checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
+`, src.Port())), "--worker", "w1")
+	for i := range cbTasks {
+		c.ok("task", "start", writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
+task-mode: incremental
+target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
+mysql-instances:
+  - source-id: cb-src
+    meta: {binlog-name: %s, binlog-pos: %d}
+    block-allow-list: only
+block-allow-list:
+  only: {do-dbs: [%s]}
+`, cbDB(i), tgt.Port(), file, pos, cbDB(i))))
+	}
+}
+
+// cbSample reads the worker's status every 200ms into peaks until the
+// returned function is called.
+func cbSample(t *testing.T, w *workerProc, peaks *cbPeaks) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			res, err := httpDo(http.MethodGet, w.url("/api/v1/status"), "")
+			if err != nil || res.code != http.StatusOK {
+				continue // a busy worker; the next sample counts
+			}
+			var st cbStatus
+			if json.Unmarshal([]byte(res.body), &st) == nil {
+				peaks.record(st)
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// cbWrite runs one writer per database for d: small transactions of
+// upserts, updates and deletes on random keys. It returns the commits.
+func cbWrite(t *testing.T, db *sql.DB, d time.Duration) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d+time.Minute)
+	defer cancel()
+	deadline := time.Now().Add(d)
+	var (
+		commits atomic.Int64
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failed  []error
+	)
+	for i := range cbTasks {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))
+			for time.Now().Before(deadline) {
+				if err := cbTxn(ctx, db, cbDB(i), rng); err != nil && !collision(err) {
+					mu.Lock()
+					failed = append(failed, fmt.Errorf("writer of %s: %w", cbDB(i), err))
+					mu.Unlock()
+					return
+				}
+				commits.Add(1)
+				time.Sleep(time.Duration(2+rng.IntN(8)) * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(failed...); err != nil {
+		t.Fatal(err)
+	}
+	return commits.Load()
+}
+
+// cbTxn is one transaction of 1 to 3 random changes of schema.t.
+func cbTxn(ctx context.Context, db *sql.DB, schema string, rng *rand.Rand) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for range 1 + rng.IntN(3) {
+		id := 1 + rng.IntN(cbKeys)
+		var q string
+		var args []any
+		switch op := rng.IntN(10); {
+		case op < 5:
+			q, args = "INSERT INTO "+schema+".t (id, n, note) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n), note = VALUES(note)",
+				[]any{id, rng.IntN(1000), randomText(rng)}
+		case op < 8:
+			q, args = "UPDATE "+schema+".t SET n = n * 2 + ?, note = NULL WHERE id BETWEEN ? AND ?", []any{rng.IntN(10), id, id + 2}
+		default:
+			q, args = "DELETE FROM "+schema+".t WHERE id = ?", []any{id}
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+	}
+	return tx.Commit()
+}
+
+// cbWaitEqual waits up to d until CHECKSUM TABLE of every database's table
+// is the same on the target as on the source.
+func cbWaitEqual(t *testing.T, srcDB, tgtDB *sql.DB, d time.Duration) {
+	t.Helper()
+	names := make([]string, cbTasks)
+	for i := range names {
+		names[i] = cbDB(i) + ".t"
+	}
+	q := "CHECKSUM TABLE " + strings.Join(names, ", ")
+	want, err := cbChecksums(srcDB, q)
+	if err != nil {
+		t.Fatalf("source: %v", err)
+	}
+	testutil.Eventually(t, d, "every database on the target equals the source", func() error {
+		got, err := cbChecksums(tgtDB, q)
+		if err != nil {
+			return err
+		}
+		var differ []string
+		for name, sum := range want {
+			if got[name] != sum {
+				differ = append(differ, name)
+			}
+		}
+		if len(differ) > 0 {
+			return fmt.Errorf("%d tables differ: %v", len(differ), differ)
+		}
+		return nil
+	})
+}
+
+func cbChecksums(db *sql.DB, q string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var name string
+		var sum sql.NullString
+		if err := rows.Scan(&name, &sum); err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		out[name] = sum.String
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// cbCheckAfter checks what the run left: the target's peak of
+// connections, every task running without errors and never paused by one,
+// and no refusal by the target.
+func cbCheckAfter(t *testing.T, w *workerProc, tgt *mariadbtest.Instance, peaks *cbPeaks) {
+	t.Helper()
+	maxUsed, err := strconv.Atoi(tgt.QueryString(t, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'Max_used_connections'"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("connections the target accepted in all: %s", tgt.QueryString(t, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'Connections'"))
+	peaks.mu.Lock()
+	t.Logf("target Max_used_connections %d (limit %d + margin %d); status peaks: worker open %d, waiting %d, one task waiting %d, tasks waiting at once %d",
+		maxUsed, cbLimit, cbMargin, peaks.open, peaks.waiting, peaks.taskWaiting, peaks.tasksWaiting)
+	if peaks.notRunning > 0 {
+		t.Errorf("%d samples of a subtask not running or with errors; last: %s", peaks.notRunning, peaks.lastProblem)
+	}
+	if peaks.open > cbLimit {
+		t.Errorf("status showed %d open connections to the target, over the limit %d", peaks.open, cbLimit)
+	}
+	peaks.mu.Unlock()
+	if maxUsed > cbLimit+cbMargin {
+		t.Errorf("the target saw %d connections at once; want at most the limit %d + %d", maxUsed, cbLimit, cbMargin)
+	}
+	var st cbStatus
+	res, err := httpDo(http.MethodGet, w.url("/api/v1/status"), "")
+	if err != nil || json.Unmarshal([]byte(res.body), &st) != nil {
+		t.Fatalf("GET /api/v1/status: %v %s", err, res.body)
+	}
+	if len(st.Subtasks) != cbTasks {
+		t.Errorf("status lists %d subtasks, want %d", len(st.Subtasks), cbTasks)
+	}
+	for _, s := range st.Subtasks {
+		if s.Stage != "Running" || s.Unit != "Sync" || len(s.Errors) > 0 || s.TargetConns == nil || s.TargetConns.Limit != cbLimit {
+			t.Errorf("subtask %s: stage %s unit %s errors %+v target-connections %+v; want Running in Sync without errors, limit %d",
+				s.Name, s.Stage, s.Unit, s.Errors, s.TargetConns, cbLimit)
+		}
+	}
+	logText, err := os.ReadFile(w.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"subtask failed", "auto-resumed", "Too many connections"} {
+		if n := strings.Count(string(logText), bad); n > 0 {
+			t.Errorf("the worker log has %d lines with %q; want none (no pause/resume)", n, bad)
+		}
+	}
+	metrics := get(t, w, "/metrics").body
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "dm_worker_auto_resumes_total") || strings.HasPrefix(line, "dm_worker_target_connections_") {
+			t.Log(line)
+		}
+	}
+}
