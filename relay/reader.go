@@ -112,6 +112,7 @@ func (s *stream) close() {
 		_ = s.f.Close()
 		s.f = nil
 	}
+	s.release()
 	s.relay.mu.Lock()
 	delete(s.relay.readers, s)
 	s.relay.broadcast()
@@ -224,7 +225,8 @@ func (s *stream) openFile(f relayFile, pos uint32) error {
 		return errs.New(CodePositionNotFound, true, "relay of source %q: open %s: %w", s.relay.source, f.Name, err)
 	}
 	s.f, s.file = fh, f
-	br := bufio.NewReaderSize(fh, 256<<10)
+	br := s.reader()
+	br.Reset(fh)
 	head := make([]byte, magicSize)
 	if _, err := io.ReadFull(br, head); err != nil || !bytes.Equal(head, magic) {
 		return errs.New(CodePositionNotFound, true, "relay of source %q: %s is not a binlog file (yet)", s.relay.source, f.Name)
@@ -257,7 +259,7 @@ func (s *stream) openFile(f relayFile, pos uint32) error {
 	if _, err := fh.Seek(s.off, io.SeekStart); err != nil {
 		return errs.New(CodePositionNotFound, true, "relay of source %q: seek %s: %w", s.relay.source, f.Name, err)
 	}
-	s.br = bufio.NewReaderSize(fh, 256<<10)
+	br.Reset(fh)
 	fdeEv, err := s.parser.Parse(fde)
 	if err != nil {
 		return errs.New(CodePositionNotFound, false, "relay of source %q: parse the format description event of %s: %w", s.relay.source, f.Name, err)
@@ -349,9 +351,10 @@ func (s *stream) step() (*replication.BinlogEvent, error) {
 	}
 	isActive := active.sub == s.file.Sub && active.name == s.file.Name
 	if isActive && s.off >= active.size {
+		s.park()
 		return nil, errWait
 	}
-	h, raw, err := readEvent(s.br, &s.buf)
+	h, raw, err := readEvent(s.reader(), &s.buf)
 	if err != nil {
 		if !errors.Is(err, io.EOF) && !errors.Is(err, errPartial) {
 			return nil, errs.New(CodeRelayFileNotFound, true, "relay of source %q: read %s at %d: %w", s.relay.source, s.file.Name, s.off, err)
@@ -360,6 +363,7 @@ func (s *stream) step() (*replication.BinlogEvent, error) {
 			return nil, err
 		}
 		if isActive {
+			s.park()
 			return nil, errWait
 		}
 		return nil, s.advance()
@@ -392,8 +396,48 @@ func (s *stream) rewind() error {
 	if _, err := s.f.Seek(s.off, io.SeekStart); err != nil {
 		return errs.New(CodeRelayFileNotFound, true, "relay of source %q: seek %s: %w", s.relay.source, s.file.Name, err)
 	}
-	s.br.Reset(s.f)
+	if s.br != nil {
+		s.br.Reset(s.f)
+	}
 	return nil
+}
+
+// readerPool holds the read buffers of streams that wait at the end of the
+// relay: a worker with many idle subtasks keeps one buffer per stream that
+// is reading, not one per stream (256 KiB each).
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 256<<10) }}
+
+// reader returns the stream's buffered reader on s.f, taking one from the
+// pool when the stream has none.
+func (s *stream) reader() *bufio.Reader {
+	if s.br == nil {
+		s.br = readerPool.Get().(*bufio.Reader)
+		s.br.Reset(s.f)
+	}
+	return s.br
+}
+
+// park gives the read buffer back while the stream waits at the end of the
+// relay; the file offset goes back to s.off, the end of what was consumed,
+// so that nothing read ahead into the buffer is lost.
+func (s *stream) park() {
+	if s.br == nil || s.f == nil {
+		return
+	}
+	if _, err := s.f.Seek(s.off, io.SeekStart); err != nil {
+		return // keep the buffer: it still matches the file offset
+	}
+	s.release()
+}
+
+// release returns the read buffer to the pool.
+func (s *stream) release() {
+	if s.br == nil {
+		return
+	}
+	s.br.Reset(nil)
+	readerPool.Put(s.br)
+	s.br = nil
 }
 
 // advance moves to the next relay file, or returns errWait when there is
@@ -407,7 +451,7 @@ func (s *stream) advance() error {
 		if s.file.before(f) {
 			// The next file exists, so the writer finished this one; read
 			// whatever landed between the end seen and the listing.
-			if _, _, err := readEvent(s.br, &s.buf); err == nil {
+			if _, _, err := readEvent(s.reader(), &s.buf); err == nil {
 				return s.rewind()
 			}
 			if err := s.rewind(); err != nil {
