@@ -24,6 +24,13 @@
 // relay-binlog-gtid, or after a switch of upstream) keeps a constant offset
 // delta that the reader derives from the first event's header.
 //
+// The writer pulls with its own binlog dump reader (dump.go): go-mysql's
+// client connects (TLS included) and sends the replica's commands, then
+// events are read off the connection straight into reused buffers and
+// appended to the file, whole transactions at a time; an event larger than
+// flushSize is written as it arrives (passthrough.go), so that memory does
+// not grow with the size of events or transactions.
+//
 // The package must not touch the worker's etcd state, subtasks or the target
 // database: it reads the source over the replication protocol and plain SQL,
 // and writes only inside its relay directory.

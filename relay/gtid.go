@@ -124,7 +124,7 @@ func (s *gtidSet) String() string {
 	return strings.Join(parts, ",")
 }
 
-// goMySQL converts the set for go-mysql's StartSyncGTID.
+// goMySQL converts the set for the binlog dump command (dumpGTID).
 func (s *gtidSet) goMySQL() (mysql.GTIDSet, error) {
 	if s.mariadb {
 		return mysql.ParseMariadbGTIDSet(s.String())

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // Run pulls the source's binlog into the relay until ctx is done (then it
@@ -77,9 +77,9 @@ func (r *Relay) Run(ctx context.Context) error {
 // writer is the state of one connection's pulling; owned by Run.
 //
 // Until the dump starts, runOnce is its only user. Once it has started,
-// go-mysql's reading goroutine appends events (handleEvent) while runOnce
-// publishes, syncs and watches for a dead source on a ticker (tick); mu
-// serialises the two.
+// the pump goroutine appends events (handleEvent, passThrough) while
+// runOnce publishes, syncs and watches for a dead source on a ticker
+// (tick); mu serialises the two.
 type writer struct {
 	r       *Relay
 	root    string
@@ -110,7 +110,9 @@ type writer struct {
 	completeEvents int    // events in pending[:complete]
 	completeTS     uint32 // timestamp of the last transaction boundary in pending
 	gtid           *gtidSet
-	dirty          bool // written since the last sync point
+	dirty          bool          // written since the last sync point
+	fileEnd        int64         // bytes written to file, for writeback
+	kick           chan struct{} // wakes writeback after a write
 	lastSync       time.Time
 	syncSeq        uint64 // sync points taken
 
@@ -138,10 +140,13 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 	defer w.closeFile()
 
 	dl := &binlog.DeadlineDialer{Timeout: deadAfter}
-	syncer := replication.NewBinlogSyncer(r.syncerConfig(up.mariadb, dl, w.handleEvent))
-	defer syncer.Close()
-	streamer, err := w.startDump(ctx, syncer, rec, up.uuid)
+	p := r.dumpParams(up.mariadb, dl)
+	d, err := dialDump(ctx, p)
 	if err != nil {
+		return false, r.dumpError(r.ep.ConnectError(err))
+	}
+	defer func() { _ = d.close() }()
+	if err := w.startDump(ctx, d, p, rec, up.uuid); err != nil {
 		return false, err
 	}
 	// The handshake and the dump command are done: from now on the
@@ -150,7 +155,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 		return false, r.dumpError(err)
 	}
 	r.setErr(nil)
-	return w.stream(ctx, syncer, streamer)
+	return w.stream(ctx, d)
 }
 
 // recoverFor asks the source what upstream server it is, then recovers the
@@ -173,45 +178,35 @@ func (r *Relay) recoverFor(ctx context.Context) (upstream, recovered, error) {
 // directory with its GTID set (an empty one of the flavor when it has none).
 func (r *Relay) newWriter(mariadb bool, rec recovered) *writer {
 	now := time.Now()
-	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: mariadb, gtid: rec.gtid, lastSync: now, alive: now}
+	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: mariadb, gtid: rec.gtid, lastSync: now, alive: now,
+		kick: make(chan struct{}, 1)}
 	if w.gtid == nil {
 		w.gtid = newGTIDSet(mariadb)
 	}
 	return w
 }
 
-// syncerConfig is the go-mysql replica configuration of one connection:
-// raw events handed to handle on go-mysql's reading goroutine, dialed
+// dumpParams are the binlog dump parameters of one connection, dialed
 // through dl.
-func (r *Relay) syncerConfig(mariadb bool, dl *binlog.DeadlineDialer, handle eventHandler) replication.BinlogSyncerConfig {
+func (r *Relay) dumpParams(mariadb bool, dl *binlog.DeadlineDialer) dumpParams {
 	src := r.cfg.Source
-	flavor := "mysql"
-	if mariadb {
-		flavor = "mariadb"
-	}
-	scfg := replication.BinlogSyncerConfig{
-		ServerID:         ServerID(src.ServerID, r.cfg.Worker, src.SourceID),
-		Flavor:           flavor,
-		Host:             src.From.Host,
-		Port:             uint16(src.From.Port),
-		User:             src.From.User,
-		Password:         src.From.Password,
-		TLSConfig:        r.ep.TLS,
-		RawModeEnabled:   true,
-		DisableRetrySync: true,
-		HeartbeatPeriod:  heartbeatPeriod,
-		// No ReadTimeout: go-mysql would set a read deadline before every
-		// packet. dl bounds the handshake, the ticker's watchdog the dump.
-		Dialer: dl.Dial,
-		// Events are handled on go-mysql's reading goroutine, without a
-		// channel hand-off per event; the streamer only reports errors.
-		SynchronousEventHandler: handle,
-		Logger:                  slog.New(zapHandler{log: r.log.Named("go-mysql")}),
+	p := dumpParams{
+		addr:     net.JoinHostPort(src.From.Host, strconv.Itoa(src.From.Port)),
+		user:     src.From.User,
+		password: src.From.Password,
+		tls:      r.ep.TLS,
+		// No read deadline per packet: dl bounds the handshake, the
+		// ticker's watchdog the dump.
+		dial:      dl.Dial,
+		serverID:  ServerID(src.ServerID, r.cfg.Worker, src.SourceID),
+		port:      uint16(src.From.Port),
+		mariadb:   mariadb,
+		heartbeat: heartbeatPeriod,
 	}
 	if mariadb {
-		scfg.DumpCommandFlag = replication.BINLOG_SEND_ANNOTATE_ROWS_EVENT
+		p.flags = replication.BINLOG_SEND_ANNOTATE_ROWS_EVENT
 	}
-	return scfg
+	return p
 }
 
 // startDump starts the binlog dump where the recovered directory rec ends,
@@ -219,36 +214,35 @@ func (r *Relay) syncerConfig(mariadb bool, dl *binlog.DeadlineDialer, handle eve
 // subdirectory from the GTID set when the upstream changed; the last file
 // from its end; the subdirectory's GTID set; the configured or oldest
 // position in a new subdirectory.
-func (w *writer) startDump(ctx context.Context, syncer *replication.BinlogSyncer, rec recovered, uuid string) (*replication.BinlogStreamer, error) {
-	var streamer *replication.BinlogStreamer
+func (w *writer) startDump(ctx context.Context, d *dumpConn, p dumpParams, rec recovered, uuid string) error {
 	var err error
 	switch {
 	case rec.sub.Name != "" && rec.sub.UUID != uuid:
 		if err := w.changeUpstream(rec.sub.UUID, uuid); err != nil {
-			return nil, err
+			return err
 		}
-		streamer, err = w.startGTID(syncer, w.gtid)
+		err = w.startGTID(d, p, w.gtid)
 	case rec.file != "":
 		w.fileName = rec.file
 		if err := w.openAppend(rec); err != nil {
-			return nil, err
+			return err
 		}
 		w.r.log.Info("relay resuming", zap.Stringer("from", rec.resume), zap.String("gtid", w.gtid.String()))
-		streamer, err = syncer.StartSync(toPosition(rec.resume))
+		err = d.dumpFrom(p, rec.resume.Name, rec.resume.Pos)
 	case rec.sub.Name != "" && !w.gtid.empty():
-		streamer, err = w.startGTID(syncer, w.gtid)
+		err = w.startGTID(d, p, w.gtid)
 	default:
 		if rec.sub.Name == "" {
 			if err := w.newSubdir(uuid); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		streamer, err = w.startFromConfig(ctx, syncer)
+		err = w.startFromConfig(ctx, d, p)
 	}
 	if err != nil {
-		return nil, w.r.dumpError(w.r.ep.ConnectError(err))
+		return w.r.dumpError(w.r.ep.ConnectError(err))
 	}
-	return streamer, nil
+	return nil
 }
 
 // changeUpstream starts a new subdirectory for the upstream server to, which
@@ -271,38 +265,34 @@ func (r *Relay) dumpError(err error) error {
 	return pullError(err, "relay of source %q: start binlog dump from %s:%d", r.source, src.From.Host, src.From.Port)
 }
 
-func toPosition(l binlog.Location) mysql.Position {
-	return mysql.Position{Name: l.Name, Pos: l.Pos}
-}
-
-func (w *writer) startGTID(syncer *replication.BinlogSyncer, set *gtidSet) (*replication.BinlogStreamer, error) {
+func (w *writer) startGTID(d *dumpConn, p dumpParams, set *gtidSet) error {
 	gs, err := set.goMySQL()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	w.r.log.Info("relay starting from GTID set", zap.String("gtid", set.String()), zap.String("subdir", w.sub.Name))
-	return syncer.StartSyncGTID(gs)
+	return d.dumpGTID(p, gs)
 }
 
-func (w *writer) startFromConfig(ctx context.Context, syncer *replication.BinlogSyncer) (*replication.BinlogStreamer, error) {
+func (w *writer) startFromConfig(ctx context.Context, d *dumpConn, p dumpParams) error {
 	src := w.r.cfg.Source
 	if src.RelayBinlogGTID != "" {
 		set, err := parseGTIDSet(w.mariadb, src.RelayBinlogGTID)
 		if err != nil {
-			return nil, errs.New(CodeRelayPull, false, "relay of source %q: relay-binlog-gtid: %w", w.r.source, err)
+			return errs.New(CodeRelayPull, false, "relay of source %q: relay-binlog-gtid: %w", w.r.source, err)
 		}
 		w.gtid = set
-		return w.startGTID(syncer, set)
+		return w.startGTID(d, p, set)
 	}
 	name := src.RelayBinlogName
 	if name == "" {
 		var err error
 		if name, err = oldestBinlog(ctx, w.r.db); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	w.r.log.Info("relay starting from binlog file", zap.String("file", name), zap.String("subdir", w.sub.Name))
-	return syncer.StartSync(toPosition(binlog.Location{Name: name, Pos: magicSize}))
+	return d.dumpFrom(p, name, magicSize)
 }
 
 func (w *writer) newSubdir(uuid string) error {
@@ -337,223 +327,6 @@ func (w *writer) closeFile() {
 		_ = w.file.Close()
 		w.file = nil
 	}
-}
-
-// handle writes one event from the source.
-func (w *writer) handle(ev *replication.BinlogEvent) error {
-	raw := ev.RawData
-	if len(raw) < headerSize {
-		return errs.New(CodeRelayPosition, true, "relay of source %q: event of %d bytes", w.r.source, len(raw))
-	}
-	h := parseHeader(raw)
-	switch h.Type {
-	case replication.ROTATE_EVENT:
-		name, _, err := parseRotate(raw)
-		if err != nil {
-			return errs.New(CodeRelayPosition, false, "relay of source %q: %w", w.r.source, err)
-		}
-		if !h.artificial() {
-			if err := w.appendEvent(h, raw); err != nil {
-				return err
-			}
-			if err := w.sync(); err != nil {
-				return err
-			}
-			w.closeFile()
-			w.nextName = name
-			return nil
-		}
-		if name != w.fileName || w.file == nil {
-			if err := w.sync(); err != nil {
-				return err
-			}
-			w.closeFile()
-			w.nextName = name
-		}
-		return nil
-	case replication.FORMAT_DESCRIPTION_EVENT:
-		checksum, err := fdeChecksum(raw)
-		if err != nil {
-			return errs.New(CodeRelayPosition, false, "relay of source %q: %w", w.r.source, err)
-		}
-		w.checksum = checksum
-		w.tracker = txnTracker{checksum: checksum}
-		if w.file != nil {
-			return nil // resuming inside a file: its header is already there
-		}
-		if w.nextName == "" {
-			return errs.New(CodeRelayPosition, true, "relay of source %q: format description event without a preceding rotate event", w.r.source)
-		}
-		return w.createFile(w.nextName, raw)
-	}
-	if h.Type == replication.MARIADB_GTID_LIST_EVENT && h.artificial() && w.file != nil && !w.hasGroup && !w.tracker.inGroup {
-		return w.skipTo(h, raw)
-	}
-	if h.artificial() {
-		return nil
-	}
-	if w.file == nil {
-		return errs.New(CodeRelayPosition, true, "relay of source %q: %s event at %d before any file was started", w.r.source, h.Type, h.LogPos)
-	}
-	return w.appendEvent(h, raw)
-}
-
-// createFile starts a relay file with the magic and the source's format
-// description event.
-func (w *writer) createFile(name string, fde []byte) error {
-	path := filepath.Join(w.dir(), name)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, binlogMode)
-	if err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: create %s: %w", w.r.source, path, err)
-	}
-	w.file, w.fileName, w.nextName = f, name, ""
-	w.offset, w.spilled, w.delta, w.deltaKnown, w.hasGroup = 0, 0, 0, false, false
-	w.headerEnd = int64(len(magic) + len(fde))
-	w.pending = append(append(w.pending[:0], magic...), fde...)
-	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
-	if err := w.flushPending(); err != nil {
-		return err
-	}
-	if err := fsutil.SyncDir(w.dir()); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
-	}
-	w.r.log.Info("relay file started", zap.String("file", name), zap.String("subdir", w.sub.Name))
-	return w.sync()
-}
-
-// skipTo handles the artificial Gtid_list event a MariaDB source sends when
-// a dump started from a GTID set skips the event groups before it: the event
-// ends where the next one starts. In a file that holds no group yet, the
-// source file's own header events (Gtid_list, Binlog_checkpoint) are
-// dropped and this event takes their place, so that the file keeps one
-// constant offset delta from here on (see doc.go) and its first Gtid_list
-// names the set it starts at. Without a skip it is ignored, like any
-// artificial event.
-func (w *writer) skipTo(h eventHeader, raw []byte) error {
-	start := int64(h.LogPos) - int64(h.Size)
-	if w.deltaKnown && start == w.end()+w.delta {
-		return nil
-	}
-	if w.offset > w.headerEnd {
-		if err := w.file.Truncate(w.headerEnd); err != nil {
-			return errs.New(CodeRelayWrite, false, "relay of source %q: truncate %s: %w", w.r.source, w.fileName, err)
-		}
-		w.offset = w.headerEnd
-		w.dirty = true
-	}
-	if keep := w.headerEnd - w.offset; keep >= 0 && keep < int64(len(w.pending)) {
-		w.pending = w.pending[:keep] // the magic and format description event, when not written yet
-	}
-	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
-	w.deltaKnown = false
-	w.r.log.Info("the source skipped to the GTID start; relay file restarts after its header",
-		zap.String("file", w.fileName), zap.Uint32("position", h.LogPos))
-	return w.appendEvent(h, raw)
-}
-
-// appendEvent adds a non-artificial event to pending; whole transactions
-// are written once flushSize of them are pending, at a stop event, or on
-// the next tick.
-func (w *writer) appendEvent(h eventHeader, raw []byte) error {
-	start := int64(h.LogPos) - int64(h.Size)
-	at := w.end()
-	if !w.deltaKnown {
-		w.delta, w.deltaKnown = start-at, true
-	} else if start != at+w.delta {
-		return errs.New(CodeRelayPosition, true,
-			"relay of source %q: %s event at %s:%d does not follow the relay's position %d; the relay will reconnect from its last complete transaction",
-			w.r.source, h.Type, w.fileName, start, at+w.delta)
-	}
-	if w.gtid.empty() && !w.tracker.inGroup {
-		if set, ok, err := gtidListOf(h, raw, w.checksum); err == nil && ok {
-			w.gtid = set
-		}
-	}
-	w.pending = append(w.pending, raw...)
-	if n := int64(len(w.pending)); n > w.r.pendingPeak.Load() {
-		w.r.pendingPeak.Store(n)
-	}
-	w.events++
-	w.unreported++
-	boundary, done := w.tracker.step(h, raw)
-	if done != nil {
-		w.gtid.add(*done)
-		w.hasGroup = true
-	}
-	if !boundary {
-		if len(w.pending)-w.complete >= flushSize {
-			return w.spill()
-		}
-		return nil
-	}
-	w.complete, w.completeEvents, w.completeTS = len(w.pending), w.unreported, h.Timestamp
-	if h.Type == replication.STOP_EVENT {
-		return w.sync()
-	}
-	if w.complete >= flushSize {
-		return w.flushPending()
-	}
-	return nil
-}
-
-// end is the source position of the end of what was appended, minus delta.
-func (w *writer) end() int64 { return w.offset + w.spilled + int64(len(w.pending)) }
-
-// spill writes the open transaction's pending bytes ahead of its end, so
-// that a large transaction streams to the file instead of growing pending:
-// memory stays about flushSize whatever the transaction's size. Readers
-// and the meta still stop at offset, the end of the last whole
-// transaction; after a crash, recovery truncates the file there, as it
-// does any torn tail.
-func (w *writer) spill() error {
-	if err := w.flushPending(); err != nil {
-		return err
-	}
-	if _, err := w.file.Write(w.pending); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: write %s: %w", w.r.source, w.fileName, err)
-	}
-	w.spilled += int64(len(w.pending))
-	w.pending = w.pending[:0]
-	return nil
-}
-
-// flushPending appends the whole transactions of pending to the file and
-// publishes the new end to readers. w.gtid is the set up to that end: the
-// rest of pending is an open transaction, which has not added to it.
-func (w *writer) flushPending() error {
-	n := w.complete
-	if n == 0 {
-		return nil
-	}
-	if _, err := w.file.Write(w.pending[:n]); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: write %s: %w", w.r.source, w.fileName, err)
-	}
-	w.pending = append(w.pending[:0], w.pending[n:]...)
-	w.complete = 0
-	written := w.spilled + int64(n)
-	w.offset += written
-	w.spilled = 0
-	w.dirty = true
-	if m := w.r.cfg.Metrics; m != nil {
-		m.BytesWritten.WithLabelValues(w.r.source).Add(float64(written))
-		m.EventsWritten.WithLabelValues(w.r.source).Add(float64(w.completeEvents))
-	}
-	w.unreported -= w.completeEvents
-	w.completeEvents = 0
-	r := w.r
-	r.mu.Lock()
-	if w.completeTS != 0 {
-		r.lastTS = w.completeTS
-	}
-	r.active = activeFile{sub: w.sub.Name, name: w.fileName, size: w.offset}
-	if w.deltaKnown {
-		r.written = binlog.Location{Name: w.fileName, Pos: uint32(w.offset + w.delta), GTID: w.gtid.String()}
-	} else if r.written.Name == "" {
-		r.written = binlog.Location{Name: w.fileName, Pos: magicSize, GTID: w.gtid.String()}
-	}
-	r.broadcast()
-	r.mu.Unlock()
-	return nil
 }
 
 // sync writes the whole transactions of pending, makes the file durable
