@@ -9,6 +9,15 @@
 //   - TestSyncCatchUp: the sync unit (incremental, worker-count 16, batch 100) catching up a
 //     backlog of BENCH_SYNC_ROWS row changes (default 1000000), against native MariaDB
 //     replication of the same binlog, single-threaded and with slave_parallel_threads=4;
+//   - TestSyncBlackBox: the same comparison as a new user would run it: real sysbench
+//     oltp_write_only (4 tables of 50k rows, 4 threads, 30 s), a real dm-worker process whose
+//     task is written into etcd as minimal JSON with default syncer settings, each replicator
+//     timed from its start until a marker row written last is on its target and every table's
+//     CHECKSUM TABLE equals the source's (sync_blackbox_test.go);
+//   - TestRelayLargeTxnMemory: the relay's peak RSS pulling one transaction of ~512 MiB and rows
+//     of 48 MiB (relay_memory_test.go);
+//   - TestWorkerIdleMemory and TestManyIdleSubtasksMemory: the RSS of an idle bound worker and of
+//     one worker running BENCH_IDLE_TASKS idle subtasks (default 200 and 1000; memory_test.go);
 //   - TestStreamCatchUp: a file-sink stream task (debezium) run by a real dm-worker process
 //     catching up the same kind of backlog, against `mariadb-binlog --verbose
 //     --base64-output=decode-rows` decoding its binlog files to text and against the sync unit

@@ -49,7 +49,8 @@ type syncParams struct {
 type catchUp struct {
 	name      string
 	elapsed   time.Duration
-	targetRSS int64 // the target mariadbd's peak RSS
+	startup   time.Duration // black-box dm-worker: from the process start until its sync unit runs
+	targetRSS int64         // the target mariadbd's peak RSS
 	child     *procUsage
 	// CPU time the source and target mariadbd used during the catch-up.
 	sourceCPU, targetCPU time.Duration
@@ -118,7 +119,7 @@ func TestSyncCatchUp(t *testing.T) {
 		f("native1_rows_per_s", single.rowsPerSec(committed)),
 		f("native4_rows_per_s", parallel.rowsPerSec(committed)),
 		f("ratio_vs_native1", rSingle), f("target_vs_native1", verdict(rSingle, 1.5)),
-		f("ratio_vs_native4", rParallel), f("target_vs_native4", verdict(rParallel, 1.0)),
+		f("ratio_vs_native4", rParallel), f("target_vs_native4", verdict(rParallel, 1.2)),
 		f("dm_s", dm.elapsed.Seconds()), f("native1_s", single.elapsed.Seconds()), f("native4_s", parallel.elapsed.Seconds()),
 		f("dm_cpu_s", dm.child.CPU.Seconds()), f("dm_peak_rss_MB", mb(dm.child.PeakRSS)),
 		f("target_dm_cpu_s", dm.targetCPU.Seconds()), f("target_native1_cpu_s", single.targetCPU.Seconds()),

@@ -66,6 +66,7 @@ const (
 // run applies jobs until ctx is done or applying fails.
 func (w *applyWorker) run(ctx context.Context) error {
 	pending := make([]*change, 0, w.batch)
+	var fill batchFill
 	linger := time.NewTimer(catchUpLinger)
 	linger.Stop()
 	defer linger.Stop()
@@ -84,7 +85,7 @@ func (w *applyWorker) run(ctx context.Context) error {
 				break
 			}
 			pending = append(pending, j.change)
-			if len(pending) >= w.batch {
+			if rows, n := fill.add(j.change); rows >= w.batch || n >= maxBatchChanges(w.batch) {
 				break
 			}
 			select {
@@ -111,6 +112,7 @@ func (w *applyWorker) run(ctx context.Context) error {
 			}
 			clear(pending)
 			pending = pending[:0]
+			fill.reset()
 		}
 		if mark != 0 {
 			w.marked.Store(mark)
@@ -170,9 +172,15 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 		w.logger.Warn("failpoint SyncCrashAfterBatch: exiting the process", zap.Stringer("binlog", highest))
 		os.Exit(crashExitCode)
 	})
+	var byKind [len(w.stats.rows)]uint64
 	for _, c := range batch {
-		w.stats.rows[c.kind].Add(1)
-		w.metrics.row(c.kind)
+		byKind[c.kind]++
+	}
+	for k, n := range byKind {
+		if n > 0 {
+			w.stats.rows[k].Add(n)
+			w.metrics.rows(changeKind(k), n)
+		}
 	}
 	w.stats.batches.Add(1)
 	w.metrics.batch(len(batch), time.Since(began))
@@ -236,6 +244,11 @@ type dispatcher struct {
 	// catchingUp is set by the read loop while it reads binlog written
 	// catchUpLag or more ago; the workers read it.
 	catchingUp atomic.Bool
+	// launch starts a worker at its first job: an idle subtask keeps no
+	// goroutine or queue for workers it never needed (1,000 idle subtasks
+	// with 16 workers each held ~120 KiB apiece). A worker never started
+	// holds nothing, so mark records every mark as applied by it.
+	launch func(w *applyWorker)
 }
 
 func newDispatcher(progress chan struct{}) *dispatcher {
@@ -274,6 +287,9 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 }
 
 func (d *dispatcher) send(ctx context.Context, w *applyWorker, j job) error {
+	if w.in == nil {
+		d.launch(w)
+	}
 	select {
 	case w.in <- j:
 		return nil
@@ -286,6 +302,10 @@ func (d *dispatcher) send(ctx context.Context, w *applyWorker, j job) error {
 func (d *dispatcher) mark(ctx context.Context) (uint64, error) {
 	d.seq++
 	for _, w := range d.workers {
+		if w.in == nil {
+			w.marked.Store(d.seq)
+			continue
+		}
 		if err := d.send(ctx, w, job{mark: d.seq}); err != nil {
 			return 0, err
 		}

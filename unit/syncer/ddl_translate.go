@@ -24,13 +24,16 @@ type ddlTranslator struct {
 }
 
 func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router *filter.Router) *ddlTranslator {
-	return &ddlTranslator{parser: parser.New(), filter: tables, events: events, router: router}
+	return &ddlTranslator{filter: tables, events: events, router: router}
 }
 
 // translate parses a query event and returns the statements to run on the
 // target: DDL of selected tables that no filter rule ignores, with table
 // names routed. Other statements (grants, views, ...) yield nothing.
 func (x *ddlTranslator) translate(schema, query string) ([]targetDDL, error) {
+	if x.parser == nil {
+		x.parser = parser.New()
+	}
 	nodes, _, err := x.parser.Parse(query, "", "")
 	if err != nil {
 		return nil, err

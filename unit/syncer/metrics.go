@@ -61,11 +61,12 @@ type unitMetrics struct {
 	task, source string
 }
 
-func (u *unitMetrics) row(k changeKind) {
+// rows counts n applied row changes of kind k.
+func (u *unitMetrics) rows(k changeKind, n uint64) {
 	if u == nil || u.m == nil {
 		return
 	}
-	u.m.rows.WithLabelValues(u.task, u.source, k.String()).Inc()
+	u.m.rows.WithLabelValues(u.task, u.source, k.String()).Add(float64(n))
 }
 
 func (u *unitMetrics) ddl() {

@@ -32,6 +32,28 @@ func (r *reader) idle(ctx context.Context) error {
 	return nil
 }
 
+// saveCheckEvery is how many events inside one transaction the read loop
+// handles between checks for a checkpoint to save.
+const saveCheckEvery = 256
+
+// afterEvent sends a mark and saves the checkpoint when due. Both name
+// transaction boundaries, so they are checked at each boundary; inside a
+// long transaction only every saveCheckEvery events, so that an applied
+// mark from before it is still saved on time.
+func (r *reader) afterEvent(ctx context.Context) error {
+	r.sinceCheck++
+	if r.tr.InTxn && r.sinceCheck < saveCheckEvery {
+		return nil
+	}
+	r.sinceCheck = 0
+	if !r.tr.InTxn {
+		if err := r.maybeMark(ctx, false); err != nil {
+			return err
+		}
+	}
+	return r.maybeSave(ctx)
+}
+
 // maybeMark sends a mark for the last transaction boundary when markGap
 // has passed (or force is set) and there is something new.
 func (r *reader) maybeMark(ctx context.Context, force bool) error {

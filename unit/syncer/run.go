@@ -67,6 +67,10 @@ type reader struct {
 	publishedAt time.Time // when status last got the read location
 	unpublished bool      // events were read since then
 
+	// sinceCheck counts the events handled since afterEvent last checked
+	// for a mark or save.
+	sinceCheck int
+
 	// silence: with a stream from the source (which sends heartbeats),
 	// this long without any event means the connection is dead. Zero for
 	// relay streams, which are silent while the source is.
@@ -189,17 +193,23 @@ func (s *Syncer) streamOpener() binlog.StreamOpener {
 	return opener
 }
 
-// startWorkers starts the configured number of apply workers on disp. A
-// worker that fails cancels ctx with its error; the caller waits for them
-// all on the returned WaitGroup after cancelling ctx.
+// startWorkers prepares the configured number of apply workers on disp;
+// each starts with its first job (dispatcher.launch). A worker that fails
+// cancels ctx with its error; the caller waits for them all on the
+// returned WaitGroup after cancelling ctx.
 func (s *Syncer) startWorkers(ctx context.Context, cancel context.CancelCauseFunc, disp *dispatcher,
 	safeUntil binlog.Location) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
-		w := &applyWorker{id: i, in: make(chan job, 2*s.cfg.Syncer.Batch), db: s.target, store: s.store,
+		w := &applyWorker{id: i, db: s.target, store: s.store,
 			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: disp.progress,
 			floor: safeUntil, catchingUp: &disp.catchingUp}
 		disp.workers = append(disp.workers, w)
+	}
+	disp.launch = func(w *applyWorker) {
+		s.mu.Lock()
+		w.in = make(chan job, 2*s.cfg.Syncer.Batch)
+		s.mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -265,12 +275,7 @@ func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
 		if err := r.handle(ctx, ev); err != nil {
 			return err
 		}
-		if !r.tr.InTxn {
-			if err := r.maybeMark(ctx, false); err != nil {
-				return err
-			}
-		}
-		return r.maybeSave(ctx)
+		return r.afterEvent(ctx)
 	}, func() error { return r.idle(ctx) }, readError)
 }
 
@@ -354,9 +359,13 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if kind == kindUpdate {
 		step = 2
 	}
+	// One allocation for the event's changes; the rows event is the read
+	// loop's alone, so its row images are converted in place.
+	changes := make([]change, len(e.Rows)/step)
 	for i := 0; i+step <= len(e.Rows); i += step {
-		c := &change{kind: kind, table: ti, loc: loc, safe: safe}
-		first, err := ti.convertRow(e.Rows[i])
+		c := &changes[i/step]
+		*c = change{kind: kind, table: ti, loc: loc, safe: safe}
+		first, err := ti.convertRowInPlace(e.Rows[i])
 		if err != nil {
 			return err
 		}
@@ -367,7 +376,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			c.before = first
 		case kindUpdate:
 			c.before = first
-			if c.after, err = ti.convertRow(e.Rows[i+1]); err != nil {
+			if c.after, err = ti.convertRowInPlace(e.Rows[i+1]); err != nil {
 				return err
 			}
 		}

@@ -100,6 +100,19 @@ func (ti *tableInfo) convertRow(row []any) ([]any, error) {
 	return out, nil
 }
 
+// convertRowInPlace is convertRow writing the converted values over row,
+// for the read loop, which owns the decoded rows event and keeps nothing
+// else of it.
+func (ti *tableInfo) convertRowInPlace(row []any) ([]any, error) {
+	if len(row) != len(ti.columns) {
+		return ti.convertRow(row) // the same error
+	}
+	for i, v := range row {
+		row[i] = convertValue(v, ti.types[i], ti.unsigned[i])
+	}
+	return row, nil
+}
+
 // fixedLen is fixed[i], 0 when the info has no fixed lengths.
 func (ti *tableInfo) fixedLen(i int) int {
 	if i < len(ti.fixed) {

@@ -1,0 +1,51 @@
+package syncer
+
+// batchFill measures a batch being collected in rows the target will write,
+// which is what worker batches are sized by: compaction (compact.go) writes
+// each key of a compactable table once, however often the batch changes it,
+// so a change of a key already in the batch adds nothing; any other change
+// is one row write. A batch still takes at most maxBatchChanges(batch)
+// changes, so one hot key cannot make it grow without bound.
+type batchFill struct {
+	keys map[string]struct{} // target table + key encoding of compactable rows
+	buf  []byte
+	rows int // row writes so far
+	n    int // changes so far
+}
+
+// maxBatchChanges bounds the changes of one batch of size batch.
+func maxBatchChanges(batch int) int { return 4 * batch }
+
+// add counts c and returns the batch's row writes and changes so far.
+func (f *batchFill) add(c *change) (rows, changes int) {
+	f.n++
+	ti := c.table
+	if !ti.compact {
+		f.rows++
+		return f.rows, f.n
+	}
+	if f.keys == nil {
+		f.keys = map[string]struct{}{}
+	}
+	for _, row := range [2][]any{c.before, c.after} {
+		if row == nil {
+			continue
+		}
+		f.buf = append(f.buf[:0], ti.target.Schema...)
+		f.buf = append(f.buf, 0)
+		f.buf = append(f.buf, ti.target.Table...)
+		f.buf = append(f.buf, 0)
+		f.buf = appendKey(f.buf, row, ti.key, false)
+		if _, seen := f.keys[string(f.buf)]; !seen {
+			f.keys[string(f.buf)] = struct{}{}
+			f.rows++
+		}
+	}
+	return f.rows, f.n
+}
+
+// reset empties f for the next batch, keeping its memory.
+func (f *batchFill) reset() {
+	clear(f.keys)
+	f.rows, f.n = 0, 0
+}
