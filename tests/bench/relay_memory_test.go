@@ -84,11 +84,3 @@ func pullLargeTxn(t *testing.T, src *mariadbtest.Instance, name string, sizeMB i
 		f("relay_s", rep.Elapsed.Seconds()), f("relay_cpu_s", usage.CPU.Seconds()),
 		f("relay_peak_rss_MB", mb(usage.PeakRSS)), f("target", rssVerdict(usage.PeakRSS, relayRSSLimit)))
 }
-
-// rssVerdict says whether a peak RSS stays within limit.
-func rssVerdict(rss, limit int64) string {
-	if rss <= limit {
-		return fmt.Sprintf("met(<=%dMiB)", limit>>20)
-	}
-	return fmt.Sprintf("MISSED(<=%dMiB,over_by_%.0f%%)", limit>>20, 100*(float64(rss)/float64(limit)-1))
-}

@@ -101,3 +101,11 @@ func envInt(t *testing.T, name string, def int64) int64 {
 	}
 	return n
 }
+
+// rssVerdict says whether a peak RSS (bytes) stays within limit (bytes).
+func rssVerdict(rss, limit int64) string {
+	if rss <= limit {
+		return fmt.Sprintf("met(<=%dMiB)", limit>>20)
+	}
+	return fmt.Sprintf("MISSED(<=%dMiB,over_by_%.0f%%)", limit>>20, 100*(float64(rss)/float64(limit)-1))
+}

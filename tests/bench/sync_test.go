@@ -31,6 +31,8 @@ const (
 	syncMaxBinlog  = 256 << 20            // the source's max_binlog_size
 	// nativeParallel is slave_parallel_threads of the parallel native run.
 	nativeParallel = 4
+	// syncRSSLimit bounds the sync unit's peak RSS while it catches up the backlog (issue #16).
+	syncRSSLimit = 256 << 20
 )
 
 // syncParams are the sync child's parameters.
@@ -122,6 +124,7 @@ func TestSyncCatchUp(t *testing.T) {
 		f("ratio_vs_native4", rParallel), f("target_vs_native4", verdict(rParallel, 1.2)),
 		f("dm_s", dm.elapsed.Seconds()), f("native1_s", single.elapsed.Seconds()), f("native4_s", parallel.elapsed.Seconds()),
 		f("dm_cpu_s", dm.child.CPU.Seconds()), f("dm_peak_rss_MB", mb(dm.child.PeakRSS)),
+		f("dm_max_peak_rss_MiB", float64(maxPeakRSS(runs[0]))/(1<<20)), f("target_rss", rssVerdict(maxPeakRSS(runs[0]), syncRSSLimit)),
 		f("target_dm_cpu_s", dm.targetCPU.Seconds()), f("target_native1_cpu_s", single.targetCPU.Seconds()),
 		f("target_native4_cpu_s", parallel.targetCPU.Seconds()),
 		f("source_cpu_s_dm", dm.sourceCPU.Seconds()), f("source_cpu_s_native1", single.sourceCPU.Seconds()),
