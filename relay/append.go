@@ -9,7 +9,6 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
 // handle writes one whole event from the source.
@@ -28,19 +27,10 @@ func (w *writer) handle(raw []byte) error {
 			if err := w.appendEvent(h, raw); err != nil {
 				return err
 			}
-			if err := w.sync(); err != nil {
-				return err
-			}
-			w.closeFile()
-			w.nextName = name
-			return nil
+			return w.rotateOut(name)
 		}
 		if name != w.fileName || w.file == nil {
-			if err := w.sync(); err != nil {
-				return err
-			}
-			w.closeFile()
-			w.nextName = name
+			return w.rotateOut(name)
 		}
 		return nil
 	case replication.FORMAT_DESCRIPTION_EVENT:
@@ -71,7 +61,7 @@ func (w *writer) handle(raw []byte) error {
 }
 
 // createFile starts a relay file with the magic and the source's format
-// description event.
+// description event, and queues its first sync point.
 func (w *writer) createFile(name string, fde []byte) error {
 	path := filepath.Join(w.dir(), name)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, binlogMode)
@@ -83,14 +73,12 @@ func (w *writer) createFile(name string, fde []byte) error {
 	w.headerEnd = int64(len(magic) + len(fde))
 	w.pending = append(append(w.pending[:0], magic...), fde...)
 	w.complete, w.completeEvents, w.unreported = len(w.pending), 0, 0
-	if err := w.flushPending(); err != nil {
-		return err
-	}
-	if err := fsutil.SyncDir(w.dir()); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
-	}
 	w.r.log.Info("relay file started", zap.String("file", name), zap.String("subdir", w.sub.Name))
-	return w.sync()
+	// The file's first sync point makes its directory entry durable too,
+	// after the previous file's (see syncQueue): the meta names the file
+	// only then.
+	w.dirty, w.newFile = true, true
+	return w.queueSync(false)
 }
 
 // skipTo handles the artificial Gtid_list event a MariaDB source sends when

@@ -1,7 +1,7 @@
 // Package relay owns the local binlog relay of one source: the writer that
 // pulls the source's binlog over the replication protocol and stores it as
 // standard binlog files (readable by mariadb-binlog), the relay meta, crash
-// recovery of the last file, the Reader through which sync units and stream
+// recovery, the Reader through which sync units and stream
 // tasks read the relay as a binlog.StreamOpener, and the purger.
 //
 // Layout under the relay directory:
@@ -30,6 +30,22 @@
 // appended to the file, whole transactions at a time; an event larger than
 // flushSize is written as it arrives (passthrough.go), so that memory does
 // not grow with the size of events or transactions.
+//
+// Durability: the writer takes sync points (the file's end after whole
+// transactions, and the meta naming it) on a timer, at a rotation and at a
+// stop, and one goroutine makes them durable strictly in the order they
+// were taken: fsync of the file (and, for a new file, of the directory),
+// then the meta. A rotation does not wait for the finished file's fsync:
+// the next file is created and written while the disk works, and the old
+// file is closed after its fsync. So the meta only ever names durable data,
+// never goes back, and never names file N+1 before file N is durable;
+// files after the meta's may be incomplete after a power loss, anywhere in
+// them. Recovery therefore checks every file from the meta's to the last:
+// a file before the last is whole when it parses to its end and ends with
+// the source's own rotate event; the first one that is not is truncated to
+// its last complete event group and the files after it are removed, so
+// that pulling resumes in it (the source sends the rest again, byte for
+// byte). The last file is always truncated to its last complete group.
 //
 // The package must not touch the worker's etcd state, subtasks or the target
 // database: it reads the source over the replication protocol and plain SQL,

@@ -154,21 +154,8 @@ func queryBody(schema, query string) []byte {
 // Gtid_list 0-1-10, then DDL and BEGIN...COMMIT (XID) groups in domains 0
 // and 1.
 func validRelayFile() *relayFileBuilder {
-	b := &relayFileBuilder{buf: append([]byte(nil), magic...)}
-	fde := binary.LittleEndian.AppendUint16(nil, 4)
-	version := make([]byte, 50)
-	copy(version, "10.11.6-MariaDB-log")
-	fde = append(fde, version...)
-	fde = binary.LittleEndian.AppendUint32(fde, 1700000000)
-	fde = append(fde, headerSize)
-	fde = append(fde, bytes.Repeat([]byte{8}, 40)...) // post-header lengths
-	fde = append(fde, replication.BINLOG_CHECKSUM_ALG_CRC32)
-	b.event(replication.FORMAT_DESCRIPTION_EVENT, 1, fde)
-	list := binary.LittleEndian.AppendUint32(nil, 1)
-	list = binary.LittleEndian.AppendUint32(list, 0)
-	list = binary.LittleEndian.AppendUint32(list, 1)
-	list = binary.LittleEndian.AppendUint64(list, 10)
-	b.event(replication.MARIADB_GTID_LIST_EVENT, 1, list)
+	b := newMariaFile()
+	b.event(replication.MARIADB_GTID_LIST_EVENT, 1, gtidListBody(0, 1, 10))
 	b.boundary("0-1-10")
 	b.event(replication.MARIADB_GTID_EVENT, 1, mariaGTIDBody(11, 0))
 	b.event(replication.QUERY_EVENT, 1, queryBody("db", "CREATE TABLE t (a INT)"))
@@ -184,6 +171,30 @@ func validRelayFile() *relayFileBuilder {
 	b.event(replication.QUERY_EVENT, 2, queryBody("db", "INSERT INTO t VALUES (1)"))
 	b.event(replication.QUERY_EVENT, 2, queryBody("db", "COMMIT"))
 	b.boundary("0-1-12,1-2-3")
+	return b
+}
+
+// gtidListBody is the body of a Gtid_list event of one GTID.
+func gtidListBody(domain, serverID uint32, seq uint64) []byte {
+	list := binary.LittleEndian.AppendUint32(nil, 1)
+	list = binary.LittleEndian.AppendUint32(list, domain)
+	list = binary.LittleEndian.AppendUint32(list, serverID)
+	return binary.LittleEndian.AppendUint64(list, seq)
+}
+
+// newMariaFile starts a MariaDB relay file: the magic and a format
+// description event with CRC32 checksums.
+func newMariaFile() *relayFileBuilder {
+	b := &relayFileBuilder{buf: append([]byte(nil), magic...)}
+	fde := binary.LittleEndian.AppendUint16(nil, 4)
+	version := make([]byte, 50)
+	copy(version, "10.11.6-MariaDB-log")
+	fde = append(fde, version...)
+	fde = binary.LittleEndian.AppendUint32(fde, 1700000000)
+	fde = append(fde, headerSize)
+	fde = append(fde, bytes.Repeat([]byte{8}, 40)...) // post-header lengths
+	fde = append(fde, replication.BINLOG_CHECKSUM_ALG_CRC32)
+	b.event(replication.FORMAT_DESCRIPTION_EVENT, 1, fde)
 	return b
 }
 
@@ -208,7 +219,8 @@ func fixCRCs(data []byte) {
 // there, or is removed; where pulling resumes and relay.meta agree with it;
 // on an undamaged prefix nothing before the last whole group is lost and
 // the GTID set is exactly that of the groups kept; a second recovery
-// changes nothing.
+// changes nothing. The same file as the one before the last, named by the
+// meta, is recovered the same way, and the last file is removed.
 func FuzzRelayRecover(f *testing.F) {
 	valid := validRelayFile()
 	n := len(valid.buf)
@@ -222,6 +234,10 @@ func FuzzRelayRecover(f *testing.F) {
 	f.Add(uint16(n), []byte(nil), uint16(9+4), byte(0xff), true)                // FDE size changed
 	f.Add(uint16(n), []byte(nil), uint16(valid.boundaries[0]-20), byte(0x40), true)
 	f.Add(uint16(n), []byte(nil), uint16(valid.boundaries[1]+4), byte(0x10), false) // damaged GTID event type
+	rotated := validRelayFile()
+	rotated.event(replication.ROTATE_EVENT, 1, append(binary.LittleEndian.AppendUint64(nil, magicSize), "mariadb-bin.000002"...))
+	f.Add(uint16(n), rotated.buf[n:], uint16(0), byte(0), false)                   // a whole file, ending with its rotate event
+	f.Add(uint16(n), rotated.buf[n:len(rotated.buf)-1], uint16(0), byte(0), false) // its rotate event torn
 	f.Fuzz(func(t *testing.T, cut uint16, tail []byte, at uint16, xor byte, fix bool) {
 		data := append(append([]byte(nil), valid.buf[:min(int(cut), n)]...), tail...)
 		if xor != 0 && len(data) > 0 {
@@ -288,6 +304,7 @@ func FuzzRelayRecover(f *testing.F) {
 				}
 			}
 		}
+		checkBeforeLast(t, data, rec)
 		// Recovery is idempotent.
 		again, err := recoverDir(root, true)
 		if err != nil {
@@ -298,4 +315,45 @@ func FuzzRelayRecover(f *testing.F) {
 				rec.file, rec.resume, rec.scan.end, rec.gtid)
 		}
 	})
+}
+
+// checkBeforeLast recovers data as the file before the last, which the
+// meta names at its start, and checks that recovery resumes as it did with
+// data alone (want) and removed the last file, unless data is a whole file.
+func checkBeforeLast(t *testing.T, data []byte, want recovered) {
+	t.Helper()
+	root := t.TempDir()
+	sub := "mariadb-1-0.000001"
+	dir := filepath.Join(root, sub)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, indexFile), []byte(sub+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, last := filepath.Join(dir, "mariadb-bin.000001"), filepath.Join(dir, "mariadb-bin.000002")
+	if err := os.WriteFile(first, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(last, validRelayFile().buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeMeta(dir, Meta{BinlogName: "mariadb-bin.000001", BinlogPos: magicSize}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := scanFile(first); err != nil || s.rotated(int64(len(data))) {
+		return // whole (or unreadable, which the first recovery reported)
+	}
+	rec, err := recoverDir(root, true)
+	if err != nil {
+		t.Fatalf("recovery of a damaged file before the last fails: %v", err)
+	}
+	if _, err := os.Stat(last); !os.IsNotExist(err) {
+		t.Fatalf("the file after a damaged one is still there (%v)", err)
+	}
+	if rec.file != want.file || rec.resume.Name != want.resume.Name || rec.resume.Pos != want.resume.Pos ||
+		rec.scan.end != want.scan.end || rec.gtid.String() != want.gtid.String() {
+		t.Fatalf("as the file before the last: %s %v %d %q; as the only file: %s %v %d %q", rec.file, rec.resume, rec.scan.end, rec.gtid,
+			want.file, want.resume, want.scan.end, want.gtid)
+	}
 }

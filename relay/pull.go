@@ -128,10 +128,14 @@ func (w *writer) stream(ctx context.Context, d *dumpConn) (progressed bool, err 
 	}()
 	ticker := time.NewTicker(min(publishInterval, r.cfg.SyncInterval))
 	defer ticker.Stop()
-	// At most one sync point is made durable at a time, by its own
-	// goroutine: ticks go on publishing while the disk works.
-	syncDone := make(chan error, 1)
-	syncing := false
+	// Sync points are made durable in order by their own goroutine: ticks
+	// go on publishing and rotations go on to the next file while the disk
+	// works.
+	stopSyncer, syncerDone, syncFailed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		defer close(syncerDone)
+		w.syncer(stopSyncer, syncFailed)
+	}()
 
 	var failure error
 	for failure == nil {
@@ -141,20 +145,15 @@ func (w *writer) stream(ctx context.Context, d *dumpConn) (progressed bool, err 
 		case err := <-streamErr:
 			streamErr = nil
 			failure = pullError(err, "relay of source %q: read binlog from %s:%d", r.source, src.From.Host, src.From.Port)
-		case err := <-syncDone:
-			syncing = false
+		case err := <-syncFailed:
 			failure = err
+			w.fail(err)
 		case now := <-ticker.C:
-			var p *syncPoint
-			if p, failure = w.tick(now, !syncing); p != nil {
-				syncing = true
-				go func() { syncDone <- w.syncTo(p) }()
-			}
+			failure = w.tick(now)
 		}
 	}
-	if syncing {
-		<-syncDone
-	}
+	close(stopSyncer)
+	<-syncerDone
 	close(stopWriteback)
 	<-writebackDone
 	// Stop the dump: closing the connection ends pump's read.
@@ -167,9 +166,12 @@ func (w *writer) stream(ctx context.Context, d *dumpConn) (progressed bool, err 
 	defer w.mu.Unlock()
 	progressed = w.events > 0
 	if w.failed != nil {
-		// handleEvent or tick failed: a failed write may have left part of
-		// its data in the file, so nothing more is written; recovery cuts
-		// the file back to its last whole transaction.
+		// handleEvent, tick or a sync point failed: a failed write may have
+		// left part of its data in the file, so nothing more is written;
+		// recovery cuts the file back to its last whole transaction. The
+		// sync points taken before, whose data is whole, are still made
+		// durable (and their files closed).
+		_ = w.q.run(w.finishSync)
 		if ctx.Err() != nil {
 			return progressed, nil
 		}
@@ -232,46 +234,39 @@ func (r *Relay) killDump(ctx context.Context, id uint32) {
 }
 
 // tick publishes pending whole transactions, reports a source that sent
-// nothing for deadAfter and, when sync is true and SyncInterval has passed
-// since the last sync, takes a sync point for syncTo.
-func (w *writer) tick(now time.Time, sync bool) (*syncPoint, error) {
+// nothing for deadAfter and, when SyncInterval has passed since the last
+// sync and the syncer is idle, queues a sync point for it.
+func (w *writer) tick(now time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed != nil {
-		return nil, w.failed
+		return w.failed
 	}
 	if w.seen != w.seenAtTick {
 		w.seenAtTick, w.alive = w.seen, now
 	} else if idle := now.Sub(w.alive); idle >= deadAfter {
 		w.failed = errs.New(CodeRelayPull, true, "relay of source %q: no event or heartbeat from %s:%d for %v; reconnecting",
 			w.r.source, w.r.cfg.Source.From.Host, w.r.cfg.Source.From.Port, idle.Round(time.Second))
-		return nil, w.failed
+		return w.failed
 	}
-	var (
-		p   *syncPoint
-		err error
-	)
-	if sync && w.dirty && now.Sub(w.lastSync) >= w.r.cfg.SyncInterval {
-		p, err = w.prepareSync()
+	var err error
+	if w.dirty && now.Sub(w.lastSync) >= w.r.cfg.SyncInterval && w.q.idle() {
+		err = w.queueSync(false)
 	} else {
 		err = w.flushPending()
 	}
 	if err != nil {
 		w.failed = err
 	}
-	return p, err
+	return err
 }
 
-// syncTo makes a sync point of tick durable without w.mu, so that events
-// keep being handled while the disk works; a failure ends the stream.
-func (w *writer) syncTo(p *syncPoint) error {
-	err := w.finishSync(p)
-	if err != nil {
-		w.mu.Lock()
-		if w.failed == nil {
-			w.failed = err
-		}
-		w.mu.Unlock()
+// fail ends the stream with err (a sync point failed) unless it failed
+// already.
+func (w *writer) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		w.failed = err
 	}
-	return err
 }

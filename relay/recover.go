@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -27,6 +29,20 @@ type fileScan struct {
 	deltaKnown bool
 	startSet   *gtidSet // Gtid_list / Previous_gtids at the start of the file
 	groups     []scannedGroup
+	lastType   replication.EventType // type of the event that ends at end
+	lastArtif  bool                  // that event is artificial
+}
+
+// rotated reports whether s is the scan of a whole file of size bytes: it
+// parses to its end, which is the source's own (non-artificial) rotate event.
+func (s fileScan) rotated(size int64) bool {
+	return s.fdeEnd > 0 && s.end == size && s.lastType == replication.ROTATE_EVENT && !s.lastArtif
+}
+
+// namedScan is the scan of one file.
+type namedScan struct {
+	name string
+	scan fileScan
 }
 
 // scannedGroup is a complete event group with an id.
@@ -112,6 +128,7 @@ func (s *fileScan) scanEvents(br *bufio.Reader, buf *bytes.Buffer, path string) 
 		boundary, done := tr.step(h, raw)
 		if boundary {
 			s.end = off
+			s.lastType, s.lastArtif = h.Type, h.artificial()
 			if done != nil {
 				s.groups = append(s.groups, scannedGroup{id: *done, srcEnd: uint32(off + s.delta)})
 			}
@@ -156,10 +173,11 @@ type recovered struct {
 	gtid   *gtidSet        // executed set at resume (or the meta's when no file)
 }
 
-// recoverDir checks the last file of the last subdirectory, truncates it to
-// the end of its last complete event group (removing files that hold no
-// event after their header), reconciles relay.meta with it and returns where
-// pulling resumes. mariadb selects the GTID flavor when no file tells it.
+// recoverDir checks the files of the last subdirectory from the meta's to
+// the last (see verifyFiles), truncates the last one left to the end of its
+// last complete event group (removing files that hold no event after their
+// header), reconciles relay.meta with it and returns where pulling resumes.
+// mariadb selects the GTID flavor when no file tells it.
 func recoverDir(root string, mariadb bool) (recovered, error) {
 	var rec recovered
 	subs, err := readIndex(root)
@@ -173,6 +191,10 @@ func recoverDir(root string, mariadb bool) (recovered, error) {
 	rec.sub = subs[len(subs)-1]
 	dir := filepath.Join(root, rec.sub.Name)
 	meta, hasMeta, err := readMeta(dir)
+	if err != nil {
+		return rec, err
+	}
+	whole, err := verifyFiles(dir, meta, hasMeta)
 	if err != nil {
 		return rec, err
 	}
@@ -191,7 +213,13 @@ func recoverDir(root string, mariadb bool) (recovered, error) {
 		rec.gtid = set
 		return rec, nil
 	}
-	rec.gtid = executedAtEnd(rec.scan, set, rec.file, meta, hasMeta)
+	chain := whole
+	for i, c := range whole {
+		if c.name == rec.file {
+			chain = whole[:i] // the last file left was verified whole
+		}
+	}
+	rec.gtid = executedAtEnd(append(chain, namedScan{rec.file, rec.scan}), set, meta, hasMeta)
 	m := Meta{BinlogName: rec.resume.Name, BinlogPos: rec.resume.Pos, BinlogGTID: rec.gtid.String()}
 	if !hasMeta || m != meta {
 		if err := writeMeta(dir, m); err != nil {
@@ -240,23 +268,101 @@ func recoverLastFile(dir string, meta Meta, hasMeta bool) (name string, s fileSc
 	return "", fileScan{}, nil
 }
 
-// executedAtEnd is the GTID set executed at the end of the recovered file
-// s: the set the file starts with plus its groups, or, when the file names
-// none, metaSet (the meta's) plus the groups the meta does not cover yet.
-func executedAtEnd(s fileScan, metaSet *gtidSet, file string, meta Meta, hasMeta bool) *gtidSet {
-	if s.startSet != nil {
-		set := s.startSet.clone()
-		for _, g := range s.groups {
-			set.add(g.id)
+// executedAtEnd is the GTID set executed at the end of the last of files,
+// which follow each other from the meta's file on: at each file that names
+// the set it starts with, that set plus its groups; before any, metaSet
+// (the meta's) plus the groups the meta does not cover yet.
+func executedAtEnd(files []namedScan, metaSet *gtidSet, meta Meta, hasMeta bool) *gtidSet {
+	set := metaSet
+	for _, f := range files {
+		if f.scan.startSet != nil {
+			set = f.scan.startSet.clone()
+			for _, g := range f.scan.groups {
+				set.add(g.id)
+			}
+			continue
 		}
-		return set
+		for _, g := range f.scan.groups {
+			if !hasMeta || meta.BinlogName != f.name || g.srcEnd > meta.BinlogPos {
+				set.add(g.id)
+			}
+		}
 	}
+	return set
+}
+
+// verifyFiles checks the files of dir from the meta's file to the one
+// before the last. The meta names a durable position, but the files after
+// it were made durable later, in the background (see syncQueue): after a
+// power loss any of their pages may be missing or zero-filled, not only a
+// tail. A file before the last is whole when it parses to its end and ends
+// with the source's rotate event. Every file after the first one that is
+// not is removed, so that it becomes the last file, which recoverLastFile
+// truncates to the end of its last complete event group, and pulling
+// resumes in it (the source sends the rest again, byte for byte). It
+// returns the scans of the files found whole, in order.
+func verifyFiles(dir string, meta Meta, hasMeta bool) ([]namedScan, error) {
+	if !hasMeta || meta.BinlogName == "" {
+		return nil, nil
+	}
+	files, err := listFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	// The meta's file is missing when the purger removed it after it was
+	// rotated out: the files after it are checked all the same.
+	from := slices.IndexFunc(files, func(name string) bool {
+		return binlog.Location{Name: name}.Compare(binlog.Location{Name: meta.BinlogName}) >= 0
+	})
+	if from < 0 {
+		return nil, nil
+	}
+	var whole []namedScan
+	for i := from; i < len(files)-1; i++ {
+		path := filepath.Join(dir, files[i])
+		s, err := scanFile(path)
+		if err != nil {
+			return nil, err
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("relay: stat %s: %w", path, err)
+		}
+		if s.rotated(st.Size()) {
+			whole = append(whole, namedScan{files[i], foldGroups(s)})
+			continue
+		}
+		// recoverLastFile truncates it, as the last file.
+		return whole, removeFiles(dir, files[i+1:])
+	}
+	return whole, nil
+}
+
+// foldGroups returns s with its groups added to the set it starts with, when
+// it has one, so that a whole file's scan keeps the set at its end, not one
+// entry per group (executedAtEnd gives the same set).
+func foldGroups(s fileScan) fileScan {
+	if s.startSet == nil {
+		return s
+	}
+	set := s.startSet.clone()
 	for _, g := range s.groups {
-		if !hasMeta || meta.BinlogName != file || g.srcEnd > meta.BinlogPos {
-			metaSet.add(g.id)
+		set.add(g.id)
+	}
+	s.startSet, s.groups = set, nil
+	return s
+}
+
+// removeFiles removes the files names of dir, last first, then makes the
+// removal durable.
+func removeFiles(dir string, names []string) error {
+	for i := len(names) - 1; i >= 0; i-- {
+		path := filepath.Join(dir, names[i])
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("relay: remove %s, which follows an incomplete file: %w", path, err)
 		}
 	}
-	return metaSet
+	return fsutil.SyncDir(dir)
 }
 
 // truncateTo cuts path to size bytes when it is longer, with fsync.

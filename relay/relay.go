@@ -91,6 +91,9 @@ type Relay struct {
 	// pendingPeak is the most bytes the writer ever held unwritten: bounded
 	// by about flushSize plus one event, whatever the transactions' size.
 	pendingPeak atomic.Int64
+	// syncHook, when set (by tests, before Run), sees every sync point
+	// made durable, and whether its meta was written.
+	syncHook func(p syncPoint, metaWritten bool)
 
 	mu sync.Mutex // guards the fields below
 	// active is the file the writer appends to and its size; readers read

@@ -23,10 +23,11 @@ import (
 // Run pulls the source's binlog into the relay until ctx is done (then it
 // returns nil after flushing) or a failure that retrying cannot fix.
 //
-// Every (re)start first recovers the relay directory: the last file is
-// parsed and truncated to the end of its last complete transaction and the
-// meta is reconciled with it, so pulling resumes right after the last
-// complete transaction, with no gap and no duplicate. Pulling starts, in
+// Every (re)start first recovers the relay directory: the files from the
+// meta's on are checked (see the package doc), the last file left is
+// truncated to the end of its last complete transaction and the meta is
+// reconciled with it, so pulling resumes right after the last complete
+// transaction, with no gap and no duplicate. Pulling starts, in
 // order of preference, from there; from the meta's GTID set when the
 // subdirectory has no file yet or the upstream server changed (a new
 // subdirectory); from relay-binlog-gtid or relay-binlog-name; from the
@@ -78,8 +79,9 @@ func (r *Relay) Run(ctx context.Context) error {
 //
 // Until the dump starts, runOnce is its only user. Once it has started,
 // the pump goroutine appends events (handleEvent, passThrough) while
-// runOnce publishes, syncs and watches for a dead source on a ticker
-// (tick); mu serialises the two.
+// runOnce publishes, takes sync points and watches for a dead source on a
+// ticker (tick); mu serialises the two. The syncer goroutine makes the sync
+// points durable, in order, without mu (syncQueue).
 type writer struct {
 	r       *Relay
 	root    string
@@ -114,7 +116,9 @@ type writer struct {
 	fileEnd        int64         // bytes written to file, for writeback
 	kick           chan struct{} // wakes writeback after a write
 	lastSync       time.Time
-	syncSeq        uint64 // sync points taken
+	syncSeq        uint64     // sync points taken
+	newFile        bool       // the file was created since the last sync point
+	q              *syncQueue // sync points waiting for the disk, in order
 
 	events     int    // events appended by this connection
 	unreported int    // events appended but not yet counted in metrics
@@ -123,9 +127,8 @@ type writer struct {
 	alive      time.Time
 	failed     error // the first error of handleEvent or tick; the stream is dead
 
-	// metaMu orders meta writes, which tick makes without w.mu; metaSeq is
-	// the sync point whose meta was written last.
-	metaMu  sync.Mutex
+	// metaSeq is the sync point whose meta was written last; guarded by
+	// q.exec.
 	metaSeq uint64
 }
 
@@ -179,7 +182,7 @@ func (r *Relay) recoverFor(ctx context.Context) (upstream, recovered, error) {
 func (r *Relay) newWriter(mariadb bool, rec recovered) *writer {
 	now := time.Now()
 	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: mariadb, gtid: rec.gtid, lastSync: now, alive: now,
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), q: newSyncQueue()}
 	if w.gtid == nil {
 		w.gtid = newGTIDSet(mariadb)
 	}
@@ -329,32 +332,51 @@ func (w *writer) closeFile() {
 	}
 }
 
-// sync writes the whole transactions of pending, makes the file durable
-// and records the meta. The open transaction, if any, is not part of it.
-// w.mu is held throughout; tick does the same without holding w.mu
-// during the fsync. It always fsyncs: a sync point tick took may still be
-// fsyncing without the lock, and what follows a sync (closing the file at
-// a rotation, a newer meta naming the next file) must not depend on it.
+// sync writes the whole transactions of pending, queues a sync point of
+// the file and waits until it and every point before it are durable (see
+// syncQueue). The open transaction, if any, is not part of it. w.mu is
+// held throughout; the syncer runs the points of ticks and rotations
+// without it.
 func (w *writer) sync() error {
-	if w.file == nil {
-		return nil
+	if w.file != nil {
+		w.dirty = true
+		if err := w.queueSync(false); err != nil {
+			return err
+		}
 	}
-	w.dirty = true
+	return w.q.run(w.finishSync)
+}
+
+// queueSync writes the whole transactions of pending and, when anything
+// was written since the last sync point, queues a new one for the syncer;
+// last makes it the file's final point. w.mu is held.
+func (w *writer) queueSync(last bool) error {
 	p, err := w.prepareSync()
 	if err != nil || p == nil {
 		return err
 	}
-	return w.finishSync(p)
+	p.last = last
+	w.q.push(p)
+	return nil
 }
 
-// syncPoint is what one fsync makes durable: the file, and the meta that
-// describes its end when the point was taken.
-type syncPoint struct {
-	file *os.File
-	name string
-	dir  string
-	meta Meta
-	seq  uint64
+// rotateOut ends the current file at a rotation to next: its final sync
+// point is queued, and the syncer closes the file after its fsync, while
+// the next file is created and written. Only when maxClosingFiles files
+// already wait for the disk does it wait for them. w.mu is held.
+func (w *writer) rotateOut(next string) error {
+	if w.file != nil {
+		w.dirty = true
+		if err := w.queueSync(true); err != nil {
+			return err
+		}
+		w.file = nil
+	}
+	w.nextName = next
+	if w.q.closingFiles() > maxClosingFiles {
+		return w.q.run(w.finishSync)
+	}
+	return nil
 }
 
 // prepareSync writes the whole transactions of pending and, when anything
@@ -376,31 +398,9 @@ func (w *writer) prepareSync() (*syncPoint, error) {
 	w.syncSeq++
 	w.dirty = false
 	w.lastSync = time.Now()
-	return &syncPoint{file: w.file, name: w.fileName, dir: w.dir(), meta: m, seq: w.syncSeq}, nil
-}
-
-// finishSync makes p durable: fsync, then the meta, unless a newer sync
-// point's meta was written meanwhile, so the meta never goes back and never
-// names data that is not durable. w.mu need not be held. A file closed
-// meanwhile was closed by a rotation or the end of the stream, which synced
-// it under w.mu first.
-func (w *writer) finishSync(p *syncPoint) error {
-	if err := p.file.Sync(); err != nil {
-		if errors.Is(err, os.ErrClosed) {
-			return nil
-		}
-		return errs.New(CodeRelayWrite, false, "relay of source %q: fsync %s: %w", w.r.source, p.name, err)
-	}
-	w.metaMu.Lock()
-	defer w.metaMu.Unlock()
-	if p.seq <= w.metaSeq {
-		return nil
-	}
-	if err := writeMeta(p.dir, p.meta); err != nil {
-		return errs.New(CodeRelayWrite, false, "relay of source %q: %w", w.r.source, err)
-	}
-	w.metaSeq = p.seq
-	return nil
+	p := &syncPoint{file: w.file, name: w.fileName, dir: w.dir(), meta: m, seq: w.syncSeq, syncDir: w.newFile}
+	w.newFile = false
+	return p, nil
 }
 
 // pullError classifies a failure of the binlog dump. An error the server

@@ -49,3 +49,8 @@ func (f *batchFill) reset() {
 	clear(f.keys)
 	f.rows, f.n = 0, 0
 }
+
+// workerQueue is the capacity of an apply worker's queue: two of its
+// largest batches, so that the reader, which feeds every worker, does not
+// stall on one worker's full queue while that worker commits a batch.
+func workerQueue(batch int) int { return 2 * maxBatchChanges(batch) }

@@ -208,7 +208,7 @@ func (s *Syncer) startWorkers(ctx context.Context, cancel context.CancelCauseFun
 	}
 	disp.launch = func(w *applyWorker) {
 		s.mu.Lock()
-		w.in = make(chan job, 2*s.cfg.Syncer.Batch)
+		w.in = make(chan job, workerQueue(s.cfg.Syncer.Batch))
 		s.mu.Unlock()
 		wg.Add(1)
 		go func() {
