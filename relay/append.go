@@ -214,15 +214,10 @@ func (w *writer) flushPending() error {
 }
 
 // writeFile appends b to the file, after the bytes of whole transactions
-// (offset) and those spilled ahead of them, and wakes the writeback.
+// (offset) and those spilled ahead of them.
 func (w *writer) writeFile(b []byte) error {
 	if _, err := w.file.Write(b); err != nil {
 		return errs.New(CodeRelayWrite, false, "relay of source %q: write %s: %w", w.r.source, w.fileName, err)
-	}
-	w.fileEnd = w.offset + w.spilled + int64(len(b))
-	select {
-	case w.kick <- struct{}{}:
-	default: // already woken
 	}
 	return nil
 }

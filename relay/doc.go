@@ -34,8 +34,9 @@
 // Durability: the writer takes sync points (the file's end after whole
 // transactions, and the meta naming it) on a timer, at a rotation and at a
 // stop, and one goroutine makes them durable strictly in the order they
-// were taken: fsync of the file (and, for a new file, of the directory),
-// then the meta. A rotation does not wait for the finished file's fsync:
+// were taken, at most one fsync per Config.SyncInterval (1s) while data
+// keeps arriving: fsync of the file (and, for a new file, of the
+// directory), then the meta. A rotation does not wait for the finished file's fsync:
 // the next file is created and written while the disk works, and the old
 // file is closed after its fsync. So the meta only ever names durable data,
 // never goes back, and never names file N+1 before file N is durable;

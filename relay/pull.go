@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -121,20 +120,15 @@ func (w *writer) stream(ctx context.Context, d *dumpConn) (progressed bool, err 
 	src := r.cfg.Source
 	streamErr := make(chan error, 1)
 	go func() { streamErr <- w.pump(d) }()
-	stopWriteback, writebackDone := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(writebackDone)
-		w.writeback(stopWriteback)
-	}()
 	ticker := time.NewTicker(min(publishInterval, r.cfg.SyncInterval))
 	defer ticker.Stop()
-	// Sync points are made durable in order by their own goroutine: ticks
-	// go on publishing and rotations go on to the next file while the disk
-	// works.
+	// Sync points are made durable in order by their own goroutine, at
+	// most once per SyncInterval: ticks go on publishing and rotations go
+	// on to the next file while the disk works.
 	stopSyncer, syncerDone, syncFailed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		defer close(syncerDone)
-		w.syncer(stopSyncer, syncFailed)
+		w.syncer(stopSyncer, syncFailed, r.cfg.SyncInterval)
 	}()
 
 	var failure error
@@ -154,8 +148,6 @@ func (w *writer) stream(ctx context.Context, d *dumpConn) (progressed bool, err 
 	}
 	close(stopSyncer)
 	<-syncerDone
-	close(stopWriteback)
-	<-writebackDone
 	// Stop the dump: closing the connection ends pump's read.
 	_ = d.close()
 	if streamErr != nil {
@@ -184,35 +176,6 @@ func (w *writer) stream(ctx context.Context, d *dumpConn) (progressed bool, err 
 		return progressed, nil
 	}
 	return progressed, failure
-}
-
-// writeback starts writing what pump wrote to disk as soon as it is
-// written, until stop is closed: the disk then works while the relay
-// reads, and the fsyncs of sync points and rotations find little left to
-// write. It runs on its own goroutine so that a busy disk never holds up
-// pump.
-func (w *writer) writeback(stop <-chan struct{}) {
-	var (
-		f    *os.File
-		done int64
-	)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-w.kick:
-		}
-		w.mu.Lock()
-		file, end := w.file, w.fileEnd
-		w.mu.Unlock()
-		if file != f {
-			f, done = file, 0
-		}
-		if f != nil && end > done {
-			startWriteback(f, done, end-done)
-			done = end
-		}
-	}
 }
 
 // killTimeout bounds killDump.

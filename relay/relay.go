@@ -46,8 +46,11 @@ type Config struct {
 	// Run with the last error (default 10; negative retries forever).
 	BackoffMin, BackoffMax time.Duration
 	MaxRetries             int
-	// SyncInterval bounds how long written transactions stay without fsync
-	// and meta update (default 100ms).
+	// SyncInterval is the least time between two fsyncs (with their meta
+	// update) while data keeps arriving, so it bounds how long written
+	// transactions stay without one (default 1s). Readers see whole
+	// transactions at once, durable or not; after a power loss the relay
+	// pulls again what was not durable (see Run).
 	SyncInterval time.Duration
 	// Now tells the time (default time.Now).
 	Now func() time.Time
@@ -64,7 +67,7 @@ func (c Config) withDefaults() Config {
 		c.MaxRetries = 10
 	}
 	if c.SyncInterval <= 0 {
-		c.SyncInterval = 100 * time.Millisecond
+		c.SyncInterval = time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/fsutil"
@@ -116,13 +117,25 @@ func (q *syncQueue) run(do func(*syncPoint) error) error {
 
 // syncer runs the queued sync points whenever woken, until stop is closed
 // or a point fails; the failure is sent to failed (buffered).
-func (w *writer) syncer(stop <-chan struct{}, failed chan<- error) {
+func (w *writer) syncer(stop <-chan struct{}, failed chan<- error, every time.Duration) {
+	last := time.Now()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-w.q.wake:
 		}
+		// One fsync per interval: a journal commit flushing the file while
+		// the pull writes slows the pull to the disk's speed, and a rotation
+		// would otherwise fsync the finished file at once.
+		if d := every - time.Since(last); d > 0 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(d):
+			}
+		}
+		last = time.Now()
 		if err := w.q.run(w.finishSync); err != nil {
 			failed <- err
 			return

@@ -112,9 +112,7 @@ type writer struct {
 	completeEvents int    // events in pending[:complete]
 	completeTS     uint32 // timestamp of the last transaction boundary in pending
 	gtid           *gtidSet
-	dirty          bool          // written since the last sync point
-	fileEnd        int64         // bytes written to file, for writeback
-	kick           chan struct{} // wakes writeback after a write
+	dirty          bool // written since the last sync point
 	lastSync       time.Time
 	syncSeq        uint64     // sync points taken
 	newFile        bool       // the file was created since the last sync point
@@ -182,7 +180,7 @@ func (r *Relay) recoverFor(ctx context.Context) (upstream, recovered, error) {
 func (r *Relay) newWriter(mariadb bool, rec recovered) *writer {
 	now := time.Now()
 	w := &writer{r: r, root: r.cfg.Dir, subs: rec.subs, sub: rec.sub, mariadb: mariadb, gtid: rec.gtid, lastSync: now, alive: now,
-		kick: make(chan struct{}, 1), q: newSyncQueue()}
+		q: newSyncQueue()}
 	if w.gtid == nil {
 		w.gtid = newGTIDSet(mariadb)
 	}
