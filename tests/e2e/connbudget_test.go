@@ -38,18 +38,6 @@ const (
 	cbKeys     = 300
 )
 
-// cbTargetConns is the target-connections object of a subtask's status.
-type cbTargetConns struct {
-	Target         string     `json:"target"`
-	Limit          int        `json:"limit"`
-	EffectiveLimit int        `json:"effective-limit"`
-	Open           int        `json:"open"`
-	Waiting        int        `json:"waiting"`
-	TaskOpen       int        `json:"task-open"`
-	TaskWaiting    int        `json:"task-waiting"`
-	WaitingSince   *time.Time `json:"waiting-since"`
-}
-
 // cbStatus is the part of the worker status the test reads.
 type cbStatus struct {
 	Subtasks []struct {
@@ -60,7 +48,7 @@ type cbStatus struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"errors"`
-		TargetConns *cbTargetConns `json:"target-connections"`
+		TargetConns *dbconn.TargetConnections `json:"target-connections"`
 	} `json:"subtasks"`
 }
 
