@@ -262,13 +262,12 @@ func cbWaitEqual(t *testing.T, srcDB, tgtDB *sql.DB, d time.Duration) {
 	for i := range names {
 		names[i] = cbDB(i) + ".t"
 	}
-	q := "CHECKSUM TABLE " + strings.Join(names, ", ")
-	want, err := cbChecksums(srcDB, q)
+	want, err := checksumTables(srcDB, names, 30*time.Second)
 	if err != nil {
 		t.Fatalf("source: %v", err)
 	}
 	testutil.Eventually(t, d, "every database on the target equals the source", func() error {
-		got, err := cbChecksums(tgtDB, q)
+		got, err := checksumTables(tgtDB, names, 30*time.Second)
 		if err != nil {
 			return err
 		}
@@ -283,25 +282,6 @@ func cbWaitEqual(t *testing.T, srcDB, tgtDB *sql.DB, d time.Duration) {
 		}
 		return nil
 	})
-}
-
-func cbChecksums(db *sql.DB, q string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for rows.Next() {
-		var name string
-		var sum sql.NullString
-		if err := rows.Scan(&name, &sum); err != nil {
-			return nil, errors.Join(err, rows.Close())
-		}
-		out[name] = sum.String
-	}
-	return out, errors.Join(rows.Err(), rows.Close())
 }
 
 // cbCheckAfter checks what the run left: the target's peak of

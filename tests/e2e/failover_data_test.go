@@ -132,27 +132,42 @@ func (s *foSource) waitEqual(d time.Duration) {
 // schemaChecksums returns CHECKSUM TABLE of each of crashTables in schema, by
 // table name.
 func schemaChecksums(db *sql.DB, schema string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	names := make([]string, len(crashTables))
 	for i, tb := range crashTables {
 		names[i] = schema + "." + tb.name
 	}
+	sums, err := checksumTables(db, names, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(sums))
+	for name, sum := range sums {
+		if !sum.Valid {
+			return nil, fmt.Errorf("CHECKSUM TABLE %s: NULL (no such table)", name)
+		}
+		out[strings.TrimPrefix(name, schema+".")] = sum.String
+	}
+	return out, nil
+}
+
+// checksumTables runs one CHECKSUM TABLE of names (schema.table) within
+// timeout and returns each checksum by the name the server gives (NULL for
+// a table that does not exist).
+func checksumTables(db *sql.DB, names []string, timeout time.Duration) (map[string]sql.NullString, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	rows, err := db.QueryContext(ctx, "CHECKSUM TABLE "+strings.Join(names, ", "))
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]sql.NullString{}
 	for rows.Next() {
 		var name string
 		var sum sql.NullString
 		if err := rows.Scan(&name, &sum); err != nil {
 			return nil, errors.Join(err, rows.Close())
 		}
-		if !sum.Valid {
-			return nil, errors.Join(fmt.Errorf("CHECKSUM TABLE %s: NULL (no such table)", name), rows.Close())
-		}
-		out[strings.TrimPrefix(name, schema+".")] = sum.String
+		out[name] = sum
 	}
 	return out, errors.Join(rows.Err(), rows.Close())
 }
