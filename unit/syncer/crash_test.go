@@ -172,10 +172,16 @@ func TestHandleErrorSkip(t *testing.T) {
 	e.waitEqual(t, same("app.t1"), r)
 	// The target already has the column: the replicated ALTER fails.
 	mariadbtest.MustExec(t, e.dstDB, "ALTER TABLE app.t1 ADD COLUMN c INT")
-	mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE app.t1 ADD COLUMN c INT", "INSERT INTO app.t1 VALUES (2, 2, 2)")
+	mariadbtest.MustExec(t, e.srcDB, "INSERT INTO app.t1 VALUES (3, 3), (4, 4), (5, 5), (6, 6)",
+		"ALTER TABLE app.t1 ADD COLUMN c INT", "INSERT INTO app.t1 VALUES (2, 2, 2)")
 	res := r.Wait(t, 30*time.Second)
 	if !res.Failed() || res.Resumable() || res.Errors[0].Code != CodeDDL {
 		t.Fatalf("result = %+v, want a non-resumable %s error", res, CodeDDL)
+	}
+	// Everything before the rejected DDL is on the target.
+	var n int
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM app.t1").Scan(&n); err != nil || n != 5 {
+		t.Fatalf("target app.t1: %d rows, %v; want the 5 rows written before the DDL", n, err)
 	}
 	st := u.Status().(Status)
 	if st.StuckOn == "" {

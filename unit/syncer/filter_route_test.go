@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,60 @@ func TestFilterErrorPauses(t *testing.T) {
 	var n int
 	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM app.t").Scan(&n); err != nil || n != 2 {
 		t.Fatalf("target app.t: %d rows, %v; want the table kept with 2 rows", n, err)
+	}
+}
+
+// TestRowFilterErrorDrainsFirst: a row event refused by an Error rule in
+// the middle of a source transaction stops the run only after every change
+// read before it is on the target: the rows of the earlier transactions
+// and the part of the same transaction before the refused event, across
+// several apply workers. The refused row itself never reaches the target.
+func TestRowFilterErrorDrainsFirst(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "rowfiltererr")
+	cfg.BAList = config.BAList{DoDBs: []string{"app"}}
+	cfg.Syncer.WorkerCount = 4
+	cfg.FilterRules = []config.FilterRule{
+		{Name: "no-insert-bad", SchemaPattern: "app", TablePattern: "bad", Events: []string{"insert"}, Action: config.FilterError},
+	}
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	r := unittest.Start(u, false, 0)
+
+	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)",
+		"CREATE TABLE app.bad (id INT PRIMARY KEY)")
+	const before, inTxn = 500, 300
+	for i := 0; i < before; i += 50 {
+		var vals []string
+		for j := i; j < i+50; j++ {
+			vals = append(vals, fmt.Sprintf("(%d, %d)", j, j))
+		}
+		mariadbtest.MustExec(t, e.srcDB, "INSERT INTO app.t VALUES "+strings.Join(vals, ","))
+	}
+	tx, err := e.srcDB.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := before; j < before+inTxn; j++ {
+		if _, err := tx.Exec("INSERT INTO app.t VALUES (?, ?)", j, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tx.Exec("INSERT INTO app.bad VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Wait(t, 30*time.Second)
+	if !res.Failed() || res.Resumable() || res.Errors[0].Code != CodeFilterError {
+		t.Fatalf("result %+v, want a non-resumable %s error", res, CodeFilterError)
+	}
+	var n, bad int
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM app.t").Scan(&n); err != nil || n != before+inTxn {
+		t.Fatalf("target app.t: %d rows, %v; want all %d rows read before the refused event", n, err, before+inTxn)
+	}
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM app.bad").Scan(&bad); err != nil || bad != 0 {
+		t.Fatalf("target app.bad: %d rows, %v; want the refused row left out", bad, err)
 	}
 }

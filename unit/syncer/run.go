@@ -112,6 +112,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		r.silence = upstream.SilenceLimit
 	}
 	loopErr := r.loop(runCtx, stream)
+	if loopErr != nil && runCtx.Err() == nil {
+		r.drain(runCtx, loopErr)
+	}
 	r.flushPublish()
 	cancel(loopErr)
 	wg.Wait()
@@ -125,6 +128,24 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		return ctx.Err()
 	}
 	return context.Cause(runCtx)
+}
+
+// drain lets every worker apply what the read loop gave it before the run
+// ends. The loop stopped at an event it cannot pass (a DDL a filter rule
+// refuses or the target rejects, a read error): the target then holds
+// everything before that event, and the checkpoint can name the last
+// transaction boundary before it. Cancelling instead would drop batches in
+// flight and show an operator half a transaction. A pause or stop (ctx
+// cancelled) or a failed worker (the run cancelled) ends the drain at once.
+func (r *reader) drain(ctx context.Context, cause error) {
+	err := r.maybeMark(ctx, true)
+	if err == nil {
+		err = r.disp.barrier(ctx)
+	}
+	if err != nil {
+		r.s.logger.Info("sync unit stopped before every change read was applied", zap.NamedError("stopped-at", cause),
+			zap.NamedError("drain", err))
+	}
 }
 
 // runStart is where a run starts reading and what it knows from before.
