@@ -15,6 +15,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
+	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -348,6 +349,15 @@ func (r *reader) add(ctx context.Context, ev Event) error {
 // schemas of the tables it names.
 func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replication.QueryEvent, query string) error {
 	schema := string(e.Schema)
+	if kind, ok := ddlkind.Skipped(query); ok {
+		// Triggers, procedures, views...: not a change of any table's rows
+		// or columns (a trigger's writes are rows of the binlog), and the
+		// parser does not know their syntax.
+		r.t.logger.Info("stream skips a statement that is not replicated", zap.String("kind", string(kind)),
+			zap.Stringer("at", r.tr.Cur), zap.String("query", clip(query)))
+		r.t.update(func(st *TaskStatus) { st.SkippedDDLs++ })
+		return nil
+	}
 	targets, isDDL, err := ddlTargets(r.parser, schema, query)
 	if err != nil {
 		if schema == "" || !ddlVerb(query) {

@@ -104,6 +104,9 @@ type TaskStatus struct {
 	Checkpoint binlog.Location
 	// Events counts the events the sink acknowledged in this run.
 	Events int64
+	// SkippedDDLs counts the statements of the binlog this run skipped as
+	// never replicated (triggers, procedures, views...: pkg/ddlkind).
+	SkippedDDLs int64
 	// LagSeconds is how far the last acknowledged event is behind the
 	// source's clock (0 when caught up).
 	LagSeconds float64

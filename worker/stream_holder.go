@@ -29,14 +29,17 @@ type StreamFactory func(cfg *config.StreamConfig, start stream.Checkpoint,
 
 // StreamStatus is a stream object of the status API (DESIGN.md §6).
 type StreamStatus struct {
-	Name           string             `json:"name"`
-	Stage          stage.Stage        `json:"stage"`
-	State          string             `json:"state"`
-	Checkpoint     string             `json:"checkpoint"`
-	CheckpointGTID string             `json:"checkpoint-gtid"`
-	Events         int64              `json:"events"`
-	LagSeconds     float64            `json:"lag-seconds"`
-	FillHistory    *stream.FillStatus `json:"fill-history,omitempty"`
+	Name           string      `json:"name"`
+	Stage          stage.Stage `json:"stage"`
+	State          string      `json:"state"`
+	Checkpoint     string      `json:"checkpoint"`
+	CheckpointGTID string      `json:"checkpoint-gtid"`
+	Events         int64       `json:"events"`
+	// SkippedDDLs counts statements skipped as never replicated
+	// (triggers, procedures, functions, events, views...).
+	SkippedDDLs int64              `json:"skipped-ddls"`
+	LagSeconds  float64            `json:"lag-seconds"`
+	FillHistory *stream.FillStatus `json:"fill-history,omitempty"`
 	// Skipped is the range an ignore-untreated resume skipped, when one
 	// did.
 	Skipped string       `json:"skipped,omitempty"`
@@ -69,7 +72,10 @@ type StreamHolder struct {
 	// eventsBefore sums the events of the finished runs, so that status
 	// counts events since the stream was deployed on this worker.
 	eventsBefore int64
-	skipped      string
+	// skippedBefore does the same for the statements skipped as never
+	// replicated.
+	skippedBefore int64
+	skipped       string
 	// ignoreUntreated makes the next resume start at the current position.
 	ignoreUntreated bool
 }
@@ -149,7 +155,8 @@ func (h *StreamHolder) run(ctx context.Context) {
 		h.mu.Lock()
 		h.last = task.Status()
 		h.eventsBefore += h.last.Events
-		h.last.Events = 0
+		h.skippedBefore += h.last.SkippedDDLs
+		h.last.Events, h.last.SkippedDDLs = 0, 0
 		if h.task == task {
 			h.task = nil
 		}
@@ -215,13 +222,14 @@ func (h *StreamHolder) Close() {
 func (h *StreamHolder) Status() StreamStatus {
 	stg, errors := h.snapshot()
 	h.mu.Lock()
-	task, ts, skipped, before := h.task, h.last, h.skipped, h.eventsBefore
+	task, ts, skipped, before, skippedBefore := h.task, h.last, h.skipped, h.eventsBefore, h.skippedBefore
 	if task != nil {
 		ts = task.Status()
 	}
 	h.mu.Unlock()
 	st := StreamStatus{
 		Name: h.cfg.Name, Stage: stg, State: ts.State, Events: before + ts.Events, LagSeconds: ts.LagSeconds,
+		SkippedDDLs: skippedBefore + ts.SkippedDDLs,
 		FillHistory: ts.FillHistory, Skipped: skipped, Errors: errors,
 		Checkpoint: ts.Checkpoint.String(), CheckpointGTID: ts.Checkpoint.GTID,
 	}

@@ -156,6 +156,7 @@ type streamDoc struct {
 	Checkpoint     string  `json:"checkpoint"`
 	CheckpointGTID string  `json:"checkpoint-gtid"`
 	Events         int64   `json:"events"`
+	SkippedDDLs    int64   `json:"skipped-ddls"`
 	LagSeconds     float64 `json:"lag-seconds"`
 	FillHistory    *struct {
 		Tables     int   `json:"tables"`

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/unit"
@@ -30,6 +31,7 @@ type ddlApplier struct {
 	tables     *tableCache   // invalidated after each DDL
 	unit       ddlErrorState // where a failed DDL is recorded and handle-error taken from
 	ddls       *atomic.Uint64
+	skipped    *atomic.Uint64 // statements ddlkind skips
 	metrics    *unitMetrics
 	logger     *zap.Logger
 }
@@ -52,6 +54,7 @@ func (s *Syncer) newDDLApplier(r *reader) *ddlApplier {
 		tables:     r.tables,
 		unit:       s,
 		ddls:       &s.stats.ddls,
+		skipped:    &s.stats.skippedDDLs,
 		metrics:    s.metrics,
 		logger:     s.logger,
 	}
@@ -73,6 +76,15 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 	r := d.r
 	end := binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos}
 	start := binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize}
+	if kind, ok := ddlkind.Skipped(query); ok {
+		// Stored programs, views, accounts...: never replayed (a trigger's
+		// writes are already rows of the binlog), and never parsed (the
+		// parser knows no CREATE TRIGGER).
+		d.skipped.Add(1)
+		d.logger.Info("sync unit skips a statement that is not replicated", zap.String("kind", string(kind)),
+			zap.Stringer("binlog", start), zap.String("sql", clipSQL(query)))
+		return r.endStatement()
+	}
 	stmts, err := d.translator.translate(string(e.Schema), query)
 	if err != nil {
 		d.unit.setStuck(&stuckDDL{start: start, end: end})
@@ -88,7 +100,7 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 			"sync: cannot parse DDL at binlog %s (%s): %w; skip or replace it with handle-error", start, clipSQL(query), err)
 	}
 	if len(stmts) == 0 {
-		return r.commit()
+		return r.endStatement()
 	}
 	if err := d.barrier(ctx, end); err != nil {
 		return err

@@ -334,6 +334,18 @@ func (r *reader) commit() error {
 	return nil
 }
 
+// endStatement ends a query event that runs nothing on the target. A
+// statement of its own (DDL of a table that is not replicated, a trigger)
+// is a transaction boundary; one inside a transaction (SAVEPOINT) is not:
+// a boundary there would let a checkpoint, and with GTIDs the
+// transaction's GTID, name half a transaction.
+func (r *reader) endStatement() error {
+	if r.tr.InTxn {
+		return nil
+	}
+	return r.commit()
+}
+
 // rowsKind maps a rows event type to a change kind.
 func rowsKind(t replication.EventType) (changeKind, bool) {
 	switch k, _ := binlog.RowsEventKind(t); k {

@@ -12,6 +12,7 @@ import (
 type counters struct {
 	rows         [3]atomic.Uint64 // by changeKind
 	ddls         atomic.Uint64
+	skippedDDLs  atomic.Uint64
 	transactions atomic.Uint64
 	batches      atomic.Uint64
 }
@@ -28,11 +29,15 @@ type Status struct {
 	CheckpointGTID string `json:"checkpoint-gtid,omitempty"`
 	// LagSeconds is how far the applied changes are behind the source
 	// (0 when caught up).
-	LagSeconds   float64  `json:"lag-seconds"`
-	Inserts      uint64   `json:"inserts"`
-	Updates      uint64   `json:"updates"`
-	Deletes      uint64   `json:"deletes"`
-	DDLs         uint64   `json:"ddls"`
+	LagSeconds float64 `json:"lag-seconds"`
+	Inserts    uint64  `json:"inserts"`
+	Updates    uint64  `json:"updates"`
+	Deletes    uint64  `json:"deletes"`
+	DDLs       uint64  `json:"ddls"`
+	// SkippedDDLs counts the statements of the binlog that are never
+	// replicated (triggers, procedures, functions, events, views,
+	// accounts...: pkg/ddlkind), each logged when skipped.
+	SkippedDDLs  uint64   `json:"skipped-ddls"`
 	Transactions uint64   `json:"transactions"`
 	Batches      uint64   `json:"batches"`
 	QueueDepth   int      `json:"queue-depth"`

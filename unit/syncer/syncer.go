@@ -305,6 +305,7 @@ func (s *Syncer) Status() any {
 	st.Updates = s.stats.rows[kindUpdate].Load()
 	st.Deletes = s.stats.rows[kindDelete].Load()
 	st.DDLs = s.stats.ddls.Load()
+	st.SkippedDDLs = s.stats.skippedDDLs.Load()
 	st.Transactions = s.stats.transactions.Load()
 	st.Batches = s.stats.batches.Load()
 	return st

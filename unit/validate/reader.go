@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/unit/syncer"
@@ -58,7 +59,15 @@ func (rd *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error
 	case binlog.EventCommit:
 		return rd.commit()
 	case binlog.EventQuery:
-		rd.ddl(ev.Event.(*replication.QueryEvent))
+		e := ev.Event.(*replication.QueryEvent)
+		// Statements never replicated (triggers, views...) change no
+		// table; the sync unit logs and counts them.
+		if _, skipped := ddlkind.Skipped(string(e.Query)); !skipped {
+			rd.ddl(e)
+		}
+		if rd.tr.InTxn {
+			return nil // SAVEPOINT: inside the transaction, not its end
+		}
 		return rd.commit()
 	case binlog.EventRows:
 		return rd.rows(ctx, ev, ev.Event.(*replication.RowsEvent))

@@ -82,6 +82,13 @@ func (e *vEnv) validator(t *testing.T) *Validator {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Stop)
+	// Start returns before the validator has chosen where to read from
+	// (its checkpoint, else where the sync unit is): changes written
+	// before that may never be seen by it, so tests write theirs after.
+	testutil.WaitFor(t, vTimeout, "the validator starts validating", func() bool {
+		st := v.Status().State
+		return st == StateValidating || st == StateYielding
+	})
 	return v
 }
 
