@@ -127,11 +127,11 @@ func (c *targetConnCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the budget's current numbers.
 func (c *targetConnCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.b.Stats() {
-		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.EffectiveLimit), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.Waiting), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.longestWait, prometheus.GaugeValue, st.LongestWait.Seconds(), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refusals), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(st.Timeouts), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.EffectiveLimit), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.Waiting), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.longestWait, prometheus.GaugeValue, st.LongestWait.Seconds(), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refusals), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(st.Timeouts), st.Addr)
 	}
 }

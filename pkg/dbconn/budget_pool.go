@@ -18,7 +18,7 @@ import (
 // Pool is one database/sql pool's registration with a Budget.
 type Pool struct {
 	b *Budget
-	t *target
+	t *server
 	// owner is the task the pool works for (status); what names it in
 	// errors (`task "t1"`).
 	owner, what string
@@ -60,7 +60,7 @@ func (b *Budget) Open(e *Endpoint, cfg *mysql.Config, owner string, maxOpen int)
 	}
 	p := &Pool{b: b, owner: owner, what: e.Ref.Object, maxIdle: maxOpen}
 	b.mu.Lock()
-	p.t = b.targetLocked(e.Addr())
+	p.t = b.serverLocked(e.Addr())
 	b.mu.Unlock()
 	db := sql.OpenDB(&connector{inner: inner, e: e, pool: p})
 	db.SetMaxOpenConns(maxOpen)
@@ -84,7 +84,7 @@ func (p *Pool) unregister() {
 
 // connect returns a connection for the pool: one of its own handed over by
 // a caller that gave it up, or a new one dialed with inner once a token is
-// free. "Too many connections" lowers the target's limit and is retried;
+// free. "Too many connections" lowers the server's limit and is retried;
 // other failures return e.ConnectError.
 func (p *Pool) connect(ctx context.Context, inner driver.Connector, e *Endpoint) (driver.Conn, error) {
 	began := time.Now()
@@ -198,7 +198,7 @@ func (b *Budget) dialed(p *Pool, ok bool) {
 }
 
 // refused handles a dial the server refused for lack of connections: the
-// token goes back, the target's limit drops to three quarters of the
+// token goes back, the server's limit drops to three quarters of the
 // connections the worker holds (at least 1), and no dial starts before a
 // backoff passes.
 func (b *Budget) refused(p *Pool, err error) {
@@ -215,8 +215,8 @@ func (b *Budget) refused(p *Pool, err error) {
 	delay := t.retry.Next()
 	t.retryAt = now.Add(delay)
 	if lowered := max(1, held*3/4); lowered < t.limit {
-		b.log.Warn("the target refused a connection for lack of connections; fewer connections to it for a while",
-			zap.String("target", t.addr), zap.String("task", p.owner), zap.Int("limit", lowered), zap.Int("configured-limit", b.limit),
+		b.log.Warn("the "+b.kind.name+" refused a connection for lack of connections; fewer connections to it for a while",
+			zap.String(b.kind.name, t.addr), zap.String("task", p.owner), zap.Int("limit", lowered), zap.Int("configured-limit", b.limit),
 			zap.Int("open", held), zap.Duration("retry-in", delay), zap.Error(err))
 		t.limit = lowered
 	}
@@ -231,14 +231,14 @@ func (b *Budget) waitError(p *Pool, waited time.Duration) error {
 	t.timeouts++
 	open, limit, waiting, lastErr := t.open, t.limit, len(t.waiters), t.lastErr
 	b.mu.Unlock()
+	k := b.kind
 	lowered := ""
 	if limit < b.limit {
-		lowered = fmt.Sprintf(", lowered from target-connection-limit %d after the server refused connections (%v)", b.limit, lastErr)
+		lowered = fmt.Sprintf(", lowered from %s %d after the server refused connections (%v)", k.setting, b.limit, lastErr)
 	}
-	return errs.New(CodeTargetConnections, true, "%s: waited %s for a connection to the target %s: the worker's %d connections to it "+
-		"are in use (limit %d%s; %d more callers waiting); raise the target's max_connections or the worker's target-connection-limit, "+
-		"or lower syncer worker-count, loader pool-size or validator worker-count of the tasks writing to %s",
-		p.what, waited.Round(time.Second), t.addr, open, limit, lowered, waiting, t.addr)
+	return errs.New(k.code, true, "%s: waited %s for a connection to the %s %s: the worker's %d connections to it "+
+		"are in use (limit %d%s; %d more callers waiting); raise the %s's max_connections or the worker's %s, "+k.fix,
+		p.what, waited.Round(time.Second), k.name, t.addr, open, limit, lowered, waiting, k.name, k.setting, t.addr)
 }
 
 // Resize sets the size of db, a pool opened by b.Open, to maxOpen
@@ -247,7 +247,7 @@ func (b *Budget) Resize(db *sql.DB, maxOpen int) {
 	var p *Pool
 	if b != nil {
 		b.mu.Lock()
-		for _, t := range b.targets {
+		for _, t := range b.servers {
 			for q := range t.pools {
 				if q.db == db {
 					p = q

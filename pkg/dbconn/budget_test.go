@@ -128,7 +128,7 @@ func hammer(ctx context.Context, db *sql.DB, callers, rounds int, hold time.Dura
 }
 
 // stats returns the budget's one target.
-func stats(t *testing.T, b *Budget) TargetStats {
+func stats(t *testing.T, b *Budget) ServerStats {
 	t.Helper()
 	st := b.Stats()
 	if len(st) != 1 {
@@ -144,6 +144,9 @@ func TestBudget(t *testing.T) {
 	t.Run("BusyPoolSharesWithNewPool", s.testBusyPoolShares)
 	t.Run("ConnectionsAreReusedNotRedialed", s.testReuse)
 	t.Run("WaitBoundIsResumableError", s.testWaitBound)
+	t.Run("SourceKindNamesSourceSettings", s.testSourceKind)
+	t.Run("FlavorLearnedOncePerServer", s.testFlavorOnce)
+	t.Run("SourceStatusAndBinlogReaders", s.testSourceStatus)
 }
 
 // testTooManyConnections: with a budget above the server's max_connections
@@ -314,5 +317,141 @@ func (s *budgetServer) testWaitBound(t *testing.T) {
 	}
 	if st := stats(t, b); st.Timeouts != 1 || st.Waiting != 0 {
 		t.Errorf("stats %+v: want one timeout and nobody waiting", st)
+	}
+}
+
+// testSourceKind: a budget of sources bounds the connections the same way
+// and its wait error names the source, source-connection-limit and the
+// source-side fix, with its own code.
+func (s *budgetServer) testSourceKind(t *testing.T) {
+	b := NewBudget(BudgetOptions{Kind: Sources, MaxWait: time.Second})
+	if b.Limit() != DefaultSourceConnectionLimit {
+		t.Errorf("default limit %d, want %d", b.Limit(), DefaultSourceConnectionLimit)
+	}
+	b = NewBudget(BudgetOptions{Kind: Sources, Limit: 1, MaxWait: time.Second})
+	ep, err := NewEndpoint(s.db, SourceRef("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := b.Open(ep, ep.DriverConfig(), "t1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	held, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = db.ExecContext(ctx, "SELECT 1")
+	if errs.Code(err) != CodeSourceConnections || !errs.IsResumable(err) {
+		t.Fatalf("error %v: want resumable %s", err, CodeSourceConnections)
+	}
+	for _, part := range []string{`source "s1"`, "the source " + ep.Addr(), "limit 1", "source's max_connections", "source-connection-limit", "mydumper threads"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error does not name %q: %v", part, err)
+		}
+	}
+	if strings.Contains(err.Error(), "target") {
+		t.Errorf("a source's error speaks of a target: %v", err)
+	}
+}
+
+// testFlavorOnce: many callers asking a source's flavor at once make one
+// connection to it, and later callers none; a configured flavor needs no
+// connection.
+func (s *budgetServer) testFlavorOnce(t *testing.T) {
+	b := NewBudget(BudgetOptions{Kind: Sources, Limit: 4})
+	ep, err := NewEndpoint(s.db, SourceRef("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dials := s.status(t, "Connections")
+	var wg sync.WaitGroup
+	got := make([]string, 50)
+	errl := make([]error, len(got))
+	for i := range got {
+		wg.Go(func() { got[i], errl[i] = b.Flavor(ctx, ep, "") })
+	}
+	wg.Wait()
+	if err := errors.Join(errl...); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := b.Flavor(ctx, ep, ""); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if f, err := b.Flavor(ctx, ep, "MySQL"); err != nil || f != config.FlavorMySQL {
+		t.Errorf("configured flavor: %q %v, want mysql", f, err)
+	}
+	dials = s.status(t, "Connections") - dials
+	t.Logf("60 flavor lookups made %d connections", dials)
+	for i, f := range got {
+		if f != config.FlavorMariaDB {
+			t.Fatalf("caller %d: flavor %q, want mariadb", i, f)
+		}
+	}
+	if dials != 1 {
+		t.Errorf("%d connections to learn the flavor, want 1", dials)
+	}
+	if st := stats(t, b); st.Open != 0 || st.Pools != 0 {
+		t.Errorf("stats %+v: the flavor's connection should be closed", st)
+	}
+}
+
+// testSourceStatus: the status of a source counts the budget's open, in
+// use and idle connections and the binlog readers apart.
+func (s *budgetServer) testSourceStatus(t *testing.T) {
+	b := NewBudget(BudgetOptions{Kind: Sources, Limit: 3})
+	ep, err := NewEndpoint(s.db, SourceRef("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := b.Open(ep, ep.DriverConfig(), "t1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	held, err := db.Conn(ctx)
+	if err == nil {
+		err = held.PingContext(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := db.Conn(ctx)
+	if err == nil {
+		err = idle.PingContext(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := b.BinlogReader(ep.Addr()), b.BinlogReader(ep.Addr())
+	st := b.ServerStatus(ep.Addr())
+	want := SourceConnections{Source: ep.Addr(), Limit: 3, EffectiveLimit: 3, Open: 2, InUse: 1, Idle: 1, BinlogReaders: 2}
+	if *st != want {
+		t.Errorf("status %+v, want %+v", *st, want)
+	}
+	r1()
+	r1() // done twice counts once
+	if st := stats(t, b); st.BinlogReaders != 1 {
+		t.Errorf("stats %+v: want 1 binlog reader", st)
+	}
+	r2()
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.ServerStatus(ep.Addr()); st.InUse != 0 || st.BinlogReaders != 0 || st.Open != 2 || st.Idle != 2 {
+		t.Errorf("status after release %+v: want 2 open and idle, no reader", *st)
 	}
 }
