@@ -71,11 +71,11 @@ func (k Kind) info() kindInfo {
 	if k == Sources {
 		return kindInfo{name: "source", setting: "source-connection-limit", code: CodeSourceConnections,
 			defaultLimit: DefaultSourceConnectionLimit,
-			fix: "or lower mydumper threads, validator worker-count or the number of tasks dumping from %s at once"}
+			fix:          "or lower mydumper threads, validator worker-count or the number of tasks dumping from %s at once"}
 	}
 	return kindInfo{name: "target", setting: "target-connection-limit", code: CodeTargetConnections,
 		defaultLimit: DefaultTargetConnectionLimit,
-		fix: "or lower syncer worker-count, loader pool-size or validator worker-count of the tasks writing to %s"}
+		fix:          "or lower syncer worker-count, loader pool-size or validator worker-count of the tasks writing to %s"}
 }
 
 // String is the servers' role: "target" or "source".
