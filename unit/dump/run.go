@@ -73,10 +73,15 @@ func (d *Dumper) run(ctx context.Context) error {
 func (d *Dumper) dump(ctx context.Context) error {
 	started := time.Now()
 	d.prog.reset(started)
-	// threads readers, the lock session and one spare; Update may have
+	// The readers, the lock session and one spare; Update may have
 	// changed threads since Init.
-	d.source.SetMaxOpenConns(d.threads + 2)
-	snap, err := takeSnapshot(ctx, d.source, d.threads, d.lockWait, d.logger)
+	readers := d.readers()
+	if d.sources == nil {
+		d.source.SetMaxOpenConns(readers + 2)
+	} else {
+		d.sources.Resize(d.source, readers+2)
+	}
+	snap, err := takeSnapshot(ctx, d.source, readers, d.lockWait, d.logger)
 	if err != nil {
 		return err
 	}

@@ -54,9 +54,11 @@ type Opener struct {
 	cfg     replication.BinlogSyncerConfig
 	ep      *dbconn.Endpoint
 	useGTID bool
+	readers *dbconn.Budget // counts the open dump (BinlogReader); nil: no one
 
 	mu     sync.Mutex
 	syncer *replication.BinlogSyncer // the open stream's; nil when closed
+	done   func()                    // ends the open stream's count
 }
 
 var _ binlog.StreamOpener = (*Opener)(nil)
@@ -64,11 +66,14 @@ var _ binlog.StreamOpener = (*Opener)(nil)
 // NewOpener returns an Opener for the source src, reached through ep (its
 // TLS settings and error descriptions), announcing itself as replica
 // serverID. flavor is the source's (mysql.MariaDBFlavor or
-// mysql.MySQLFlavor); src.From.Password must be resolved already.
-func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32) *Opener {
+// mysql.MySQLFlavor); src.From.Password must be resolved already. The
+// open dump counts as a binlog reader of the source in readers, the
+// worker's budget of source connections (nil: not counted).
+func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32, readers *dbconn.Budget) *Opener {
 	return &Opener{
 		ep:      ep,
 		useGTID: src.EnableGTID,
+		readers: readers,
 		cfg: replication.BinlogSyncerConfig{
 			ServerID:                serverID,
 			Flavor:                  flavor,
@@ -128,7 +133,7 @@ func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer
 		return nil, fmt.Errorf("binlog dump from %s:%d: %w", o.cfg.Host, o.cfg.Port, err)
 	}
 	o.mu.Lock()
-	o.syncer = s
+	o.syncer, o.done = s, o.readers.BinlogReader(o.ep.Addr())
 	o.mu.Unlock()
 	return st, nil
 }
@@ -136,10 +141,11 @@ func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer
 // Close ends the open stream, if any.
 func (o *Opener) Close() {
 	o.mu.Lock()
-	s := o.syncer
-	o.syncer = nil
+	s, done := o.syncer, o.done
+	o.syncer, o.done = nil, nil
 	o.mu.Unlock()
 	if s != nil {
 		s.Close()
+		done()
 	}
 }
