@@ -53,7 +53,6 @@ func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) 
 	return pool, nil
 }
 
-
 // mysqlErrorCode returns the server error number in err's chain, 0 if none.
 func mysqlErrorCode(err error) uint16 {
 	var me *mysql.MySQLError
