@@ -17,6 +17,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -58,7 +59,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.setErr(err)
 			return err
 		}
-		failures++
+		// A source refusing connections for lack of them is back-pressure:
+		// the relay waits with backoff and does not give up.
+		if !dbconn.IsTooManyConnections(err) {
+			failures++
+		}
 		r.setErr(err)
 		if m := r.cfg.Metrics; m != nil {
 			m.Reconnects.WithLabelValues(r.source).Inc()

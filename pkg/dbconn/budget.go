@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
@@ -325,8 +326,12 @@ var tooManyConnections = map[uint16]bool{
 }
 
 // IsTooManyConnections reports whether err is a server's refusal of a new
-// connection for lack of connections (1040, 1203, 1226).
+// connection for lack of connections (1040, 1203, 1226), as go-sql-driver
+// or go-mysql (binlog dumps) reports it.
 func IsTooManyConnections(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && tooManyConnections[me.Number]
+	var (
+		me *mysql.MySQLError
+		ge *gomysql.MyError
+	)
+	return errors.As(err, &me) && tooManyConnections[me.Number] || errors.As(err, &ge) && tooManyConnections[ge.Code]
 }

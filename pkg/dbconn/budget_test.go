@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/client"
+
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
@@ -147,6 +149,7 @@ func TestBudget(t *testing.T) {
 	t.Run("SourceKindNamesSourceSettings", s.testSourceKind)
 	t.Run("FlavorLearnedOncePerServer", s.testFlavorOnce)
 	t.Run("SourceStatusAndBinlogReaders", s.testSourceStatus)
+	t.Run("GoMySQLRefusalIsTooManyConnections", s.testGoMySQLRefusal)
 }
 
 // testTooManyConnections: with a budget above the server's max_connections
@@ -453,5 +456,35 @@ func (s *budgetServer) testSourceStatus(t *testing.T) {
 	}
 	if st := b.ServerStatus(ep.Addr()); st.InUse != 0 || st.BinlogReaders != 0 || st.Open != 2 || st.Idle != 2 {
 		t.Errorf("status after release %+v: want 2 open and idle, no reader", *st)
+	}
+}
+
+// testGoMySQLRefusal: the refusal a binlog dump's go-mysql client gets
+// from a server out of connections is recognised as back-pressure, as
+// go-sql-driver's is.
+func (s *budgetServer) testGoMySQLRefusal(t *testing.T) {
+	addr := s.i.Host() + ":" + strconv.Itoa(s.i.Port())
+	var conns []*client.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	var err error
+	for range budgetMaxConnections + 2 {
+		var c *client.Conn
+		if c, err = client.Connect(addr, s.db.User, s.db.Password, ""); err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	if err == nil {
+		t.Fatalf("%d connections with max_connections=%d, none refused", len(conns), budgetMaxConnections)
+	}
+	if !IsTooManyConnections(err) {
+		t.Errorf("refusal after %d connections %v (%T) is not Too many connections", len(conns), err, err)
+	}
+	if IsTooManyConnections(errors.New("Too many connections")) {
+		t.Error("a bare error text counts as Too many connections; want the server's error number")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
@@ -99,9 +100,27 @@ func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, ser
 
 // Open starts a binlog dump at loc: at loc.GTID when the source uses GTID
 // (enable-gtid) or no file is known, else at loc.Name/loc.Pos. A stream
-// opened before is closed first.
+// opened before is closed first. A source that refuses the connection for
+// lack of connections ("Too many connections") is asked again with
+// backoff (100ms doubling to 5s) for up to dbconn.DefaultMaxConnWait
+// before its error is returned: back-pressure, not a failed reader.
 func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	o.Close()
+	bo := backoff.New(100*time.Millisecond, 5*time.Second)
+	began := time.Now()
+	for {
+		st, err := o.open(ctx, loc)
+		if err == nil || !dbconn.IsTooManyConnections(err) || time.Since(began) >= dbconn.DefaultMaxConnWait {
+			return st, err
+		}
+		if !backoff.Sleep(ctx, backoff.RealClock{}, bo.Next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// open is one attempt of Open.
+func (o *Opener) open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	dl := &binlog.DeadlineDialer{Timeout: SilenceLimit}
 	cfg := o.cfg
 	cfg.Dialer = dl.Dial
