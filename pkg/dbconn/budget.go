@@ -207,10 +207,21 @@ type waiter struct {
 	pool  *Pool
 	since time.Time
 	ready chan struct{} // closed when granted
+	// group > 0: the waiter reserves group tokens at once for its pool
+	// (Reserve), at most the server's limit; never handed a connection.
+	group int
 	// granted: the caller holds a token; conn is a connection of its own
 	// pool handed over with the token (nil: dial a new one).
 	granted bool
 	conn    driver.Conn
+}
+
+// needLocked is how many tokens w takes when granted.
+func (w *waiter) needLocked(t *server) int {
+	if w.group == 0 {
+		return 1
+	}
+	return max(1, min(w.group, t.limit))
 }
 
 // serverLocked returns the server of addr, creating it.
@@ -285,10 +296,10 @@ func (t *server) yieldsLocked(p *Pool, next *waiter, now time.Time) bool {
 	return next.pool.open < fair && p.open > fair
 }
 
-// ownWaiterLocked is p's oldest waiter, nil when none.
+// ownWaiterLocked is p's oldest waiter of one connection, nil when none.
 func (t *server) ownWaiterLocked(p *Pool) *waiter {
 	for _, w := range t.waiters {
-		if w.pool == p {
+		if w.pool == p && w.group == 0 {
 			return w
 		}
 	}
@@ -300,7 +311,14 @@ func (t *server) ownWaiterLocked(p *Pool) *waiter {
 func (t *server) grantLocked(w *waiter, c driver.Conn) {
 	t.waiters = slices.DeleteFunc(t.waiters, func(x *waiter) bool { return x == w })
 	w.pool.waiting--
-	if c == nil {
+	switch {
+	case w.group > 0:
+		n := w.needLocked(t)
+		t.open += n
+		w.pool.open += n
+		w.pool.reserved += n
+		w.group = n
+	case c == nil:
 		t.open++
 		t.dialing++
 		w.pool.open++
@@ -312,8 +330,14 @@ func (t *server) grantLocked(w *waiter, c driver.Conn) {
 // dispatchLocked grants tokens while the limit and the backoff allow.
 func (b *Budget) dispatchLocked(t *server, now time.Time) {
 	b.raiseLocked(t, now)
-	for len(t.waiters) > 0 && t.open < t.limit && !now.Before(t.retryAt) {
-		t.grantLocked(t.nextLocked(now), nil)
+	for len(t.waiters) > 0 && !now.Before(t.retryAt) {
+		// The chosen waiter waits for all the tokens it needs; no smaller
+		// one passes it meanwhile, so a group is not starved.
+		w := t.nextLocked(now)
+		if t.open+w.needLocked(t) > t.limit {
+			return
+		}
+		t.grantLocked(w, nil)
 	}
 }
 

@@ -155,7 +155,7 @@ func (b *Budget) handOver(p *Pool, raw driver.Conn) bool {
 		return false
 	}
 	w := next
-	if w.pool != p {
+	if w.pool != p || w.group > 0 {
 		if w = t.ownWaiterLocked(p); w == nil {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -28,10 +29,11 @@ type Pool struct {
 	// shedMu serializes shedIdle's pair of SetMaxIdleConns.
 	shedMu sync.Mutex
 
-	// Guarded by Budget.mu: the tokens the pool's connections hold, its
-	// waiting callers, and whether its sql.DB was closed.
-	open, waiting int
-	closed        bool
+	// Guarded by Budget.mu: the tokens the pool's connections hold (and
+	// its reserved ones), its waiting callers, its reserved tokens no
+	// connection took yet (Reserve), and whether its sql.DB was closed.
+	open, waiting, reserved int
+	closed                  bool
 }
 
 // Open opens a lazily connecting pool to e with cfg (from e.DriverConfig,
@@ -80,6 +82,7 @@ func (p *Pool) unregister() {
 	defer p.b.mu.Unlock()
 	p.closed = true
 	delete(p.t.pools, p)
+	p.b.unreserveLocked(p)
 }
 
 // connect returns a connection for the pool: one of its own handed over by
@@ -89,7 +92,21 @@ func (p *Pool) unregister() {
 func (p *Pool) connect(ctx context.Context, inner driver.Connector, e *Endpoint) (driver.Conn, error) {
 	began := time.Now()
 	for {
-		raw, err := p.acquire(ctx, began)
+		var (
+			raw driver.Conn
+			err error
+		)
+		reserved, retryIn := p.b.takeReserved(p)
+		switch {
+		case retryIn > 0:
+			// A reserved token waits out the server's backoff.
+			if !backoff.Sleep(ctx, backoff.RealClock{}, retryIn) {
+				return nil, ctx.Err()
+			}
+			continue
+		case !reserved:
+			raw, err = p.acquire(ctx, began)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +135,13 @@ func (p *Pool) connect(ctx context.Context, inner driver.Connector, e *Endpoint)
 // began+MaxWait; it returns a connection handed over with the token, or
 // nil (dial a new one). While it waits it does the budget's periodic work.
 func (p *Pool) acquire(ctx context.Context, began time.Time) (driver.Conn, error) {
-	w := p.b.enqueue(p)
+	return p.wait(ctx, p.b.enqueue(p, 0), began)
+}
+
+// wait waits until w is granted, at most until began+MaxWait, doing the
+// budget's periodic work meanwhile; it returns the connection handed over
+// with the token, if any.
+func (p *Pool) wait(ctx context.Context, w *waiter, began time.Time) (driver.Conn, error) {
 	select {
 	case <-w.ready:
 		return w.conn, nil
@@ -149,12 +172,13 @@ func (p *Pool) acquire(ctx context.Context, began time.Time) (driver.Conn, error
 	}
 }
 
-// enqueue puts a waiter for p in line and grants what the limit allows.
-func (b *Budget) enqueue(p *Pool) *waiter {
+// enqueue puts a waiter for p (of group tokens; 0: one to dial with) in
+// line and grants what the limit allows.
+func (b *Budget) enqueue(p *Pool, group int) *waiter {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	w := &waiter{pool: p, since: now, ready: make(chan struct{})}
+	w := &waiter{pool: p, since: now, ready: make(chan struct{}), group: group}
 	p.t.waiters = append(p.t.waiters, w)
 	p.waiting++
 	b.dispatchLocked(p.t, now)
@@ -244,19 +268,7 @@ func (b *Budget) waitError(p *Pool, waited time.Duration) error {
 // Resize sets the size of db, a pool opened by b.Open, to maxOpen
 // connections (idle ones included).
 func (b *Budget) Resize(db *sql.DB, maxOpen int) {
-	var p *Pool
-	if b != nil {
-		b.mu.Lock()
-		for _, t := range b.servers {
-			for q := range t.pools {
-				if q.db == db {
-					p = q
-				}
-			}
-		}
-		b.mu.Unlock()
-	}
-	if p != nil {
+	if p := b.poolOf(db); p != nil {
 		p.shedMu.Lock()
 		defer p.shedMu.Unlock()
 		p.maxIdle = maxOpen

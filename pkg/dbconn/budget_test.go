@@ -150,6 +150,7 @@ func TestBudget(t *testing.T) {
 	t.Run("FlavorLearnedOncePerServer", s.testFlavorOnce)
 	t.Run("SourceStatusAndBinlogReaders", s.testSourceStatus)
 	t.Run("GoMySQLRefusalIsTooManyConnections", s.testGoMySQLRefusal)
+	t.Run("ReservedGroupsDoNotDeadlock", s.testReserve)
 }
 
 // testTooManyConnections: with a budget above the server's max_connections
@@ -486,5 +487,90 @@ func (s *budgetServer) testGoMySQLRefusal(t *testing.T) {
 	}
 	if IsTooManyConnections(errors.New("Too many connections")) {
 		t.Error("a bare error text counts as Too many connections; want the server's error number")
+	}
+}
+
+// testReserve: callers that each need several connections at once (dumps:
+// readers and a lock session) and start together get them one group
+// after the other, within the limit; taking them one by one instead, each
+// would hold part and wait for the rest from the others (the control
+// half shows that wait).
+func (s *budgetServer) testReserve(t *testing.T) {
+	const limit, group, callers = 5, 3, 4
+	// holdGroup takes group connections of db, all held at once after
+	// ready is closed, for 100ms.
+	holdGroup := func(ctx context.Context, b *Budget, db *sql.DB, reserve bool, ready <-chan struct{}, taken *sync.WaitGroup) error {
+		release := func() {}
+		if reserve {
+			var err error
+			if release, err = b.Reserve(ctx, db, group); err != nil {
+				taken.Done()
+				return err
+			}
+		}
+		defer release()
+		var conns []*sql.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for i := range group {
+			c, err := db.Conn(ctx)
+			if err == nil {
+				err = c.PingContext(ctx)
+			}
+			if err != nil {
+				if i == 0 {
+					taken.Done()
+				}
+				return err
+			}
+			conns = append(conns, c)
+			if i == 0 {
+				taken.Done()
+				if !reserve {
+					// Every caller holds its first connection before any
+					// takes the rest: the worst case of callers starting
+					// together, which reserving rules out.
+					<-ready
+				}
+			}
+		}
+		release()
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	}
+	run := func(reserve bool) (error, ServerStats) {
+		b := NewBudget(BudgetOptions{Kind: Sources, Limit: limit, MaxWait: 3 * time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		ready := make(chan struct{})
+		var taken, wg sync.WaitGroup
+		errl := make([]error, callers)
+		taken.Add(callers)
+		for i := range callers {
+			db := s.open(t, b, fmt.Sprintf("dump%d", i), group+1)
+			defer db.Close() // the next run has the server's connections
+			wg.Go(func() { errl[i] = holdGroup(ctx, b, db, reserve, ready, &taken) })
+		}
+		if !reserve {
+			taken.Wait()
+		}
+		close(ready)
+		wg.Wait()
+		return errors.Join(errl...), stats(t, b)
+	}
+	if err, st := run(false); errs.Code(err) != CodeSourceConnections {
+		t.Errorf("groups taken one by one: %v (stats %+v); want them to wait for each other into the %s error", err, st, CodeSourceConnections)
+	}
+	began := time.Now()
+	err, st := run(true)
+	if err != nil {
+		t.Fatalf("reserved groups: %v", err)
+	}
+	t.Logf("%d reserved groups of %d connections with a limit of %d in %s; stats %+v", callers, group, limit, time.Since(began).Round(time.Millisecond), st)
+	if st.Open > limit || st.Waiting != 0 || st.Timeouts != 0 {
+		t.Errorf("stats %+v: want at most %d connections (idle now), no one waiting or timed out", st, limit)
 	}
 }
