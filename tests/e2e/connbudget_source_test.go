@@ -227,6 +227,9 @@ func csCheckSamples(t *testing.T, samples []csSample) {
 			t.Errorf("%s: the worker held %d connections to the source, %d of them binlog dumps; want at most the limit %d + the binlog readers",
 				s.at.Format(time.StampMilli), s.worker, s.binlog, csLimit)
 		}
+		if s.binlog > 1 {
+			t.Errorf("%s: %d binlog dumps of the worker on the source; want the relay's only", s.at.Format(time.StampMilli), s.binlog)
+		}
 		if s.probe != nil {
 			probeFailures++
 			t.Errorf("%s: %v", s.at.Format(time.StampMilli), s.probe)
