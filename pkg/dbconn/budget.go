@@ -136,8 +136,9 @@ type BudgetOptions struct {
 //
 // A Budget is safe for concurrent use; it starts no goroutine (waiting
 // callers do its periodic work). Code holding one connection of a budgeted
-// pool must not wait for a second one of the same server: if every
-// connection were held that way, none would come back.
+// pool must not wait for a second one of the same server (unless it
+// reserved them together, Reserve): if every connection were held that
+// way, none would come back.
 type Budget struct {
 	kind       kindInfo
 	limit      int
