@@ -53,6 +53,11 @@ type WorkerConfig struct {
 	// target server (host:port) over all of its tasks (extension); 0: the
 	// default, 64 (dbconn.DefaultTargetConnectionLimit).
 	TargetConnectionLimit int `json:"target-connection-limit" toml:"target-connection-limit"`
+	// SourceConnectionLimit bounds the connections the worker opens to one
+	// source server (host:port) for queries (schema and row reads,
+	// prechecks, dumps, snapshots), binlog dumps not counted; 0: the
+	// default, 16 (dbconn.DefaultSourceConnectionLimit).
+	SourceConnectionLimit int `json:"source-connection-limit" toml:"source-connection-limit"`
 
 	// ConfigFile is the --config flag: the TOML file the rest was read from.
 	ConfigFile string `json:"-" toml:"-"`
@@ -103,6 +108,8 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 	fs.BoolVar(&fv.Scheduler, "scheduler", false, "take part in electing the scheduler, which binds sources of dead workers to alive ones")
 	fs.IntVar(&fv.TargetConnectionLimit, "target-connection-limit", 0,
 		"connections to one target server (host:port) at most, over all tasks of the worker (0: 64)")
+	fs.IntVar(&fv.SourceConnectionLimit, "source-connection-limit", 0,
+		"connections to one source server (host:port) at most, binlog dumps not counted (0: 16)")
 	fs.BoolVar(&fv.PrintVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err // flag.ErrHelp for -h, as is
@@ -144,6 +151,7 @@ func parseWorkerConfig(args []string, out io.Writer) (*WorkerConfig, error) {
 		"embed-etcd":              func() { cfg.EmbedEtcd = fv.EmbedEtcd },
 		"scheduler":               func() { cfg.Scheduler = fv.Scheduler },
 		"target-connection-limit": func() { cfg.TargetConnectionLimit = fv.TargetConnectionLimit },
+		"source-connection-limit": func() { cfg.SourceConnectionLimit = fv.SourceConnectionLimit },
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if set, ok := apply[f.Name]; ok {
@@ -265,6 +273,9 @@ func (c *WorkerConfig) Validate() error {
 	}
 	if c.TargetConnectionLimit < 0 {
 		p.add("target-connection-limit", c.TargetConnectionLimit, "must be 0 (the default, 64) or a positive number of connections")
+	}
+	if c.SourceConnectionLimit < 0 {
+		p.add("source-connection-limit", c.SourceConnectionLimit, "must be 0 (the default, 16) or a positive number of connections")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

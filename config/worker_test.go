@@ -32,6 +32,7 @@ log-level = "debug"
 log-format = "json"
 embed-etcd = true
 target-connection-limit = 48
+source-connection-limit = 12
 `
 
 func TestParseWorkerConfigFileAndFlags(t *testing.T) {
@@ -46,7 +47,7 @@ func TestParseWorkerConfigFileAndFlags(t *testing.T) {
 		Name: "file-worker", EtcdEndpoints: []string{"http://127.0.0.1:12379", "http://127.0.0.1:22379"},
 		EtcdPrefix: "/cluster-a", StatusAddr: "127.0.0.1:18262", AdvertiseAddr: "127.0.0.1:18262",
 		DataDir: "/var/lib/dm", RelayDir: "/var/lib/dm/relay", KeepaliveTTL: Duration{30 * time.Second},
-		LogLevel: "debug", LogFormat: "json", EmbedEtcd: true, ConfigFile: path, TargetConnectionLimit: 48,
+		LogLevel: "debug", LogFormat: "json", EmbedEtcd: true, ConfigFile: path, TargetConnectionLimit: 48, SourceConnectionLimit: 12,
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("file only:\ngot  %+v\nwant %+v", *c, want)
@@ -58,7 +59,7 @@ func TestParseWorkerConfigFileAndFlags(t *testing.T) {
 		"--config", path, "--name", "flag-worker", "--etcd-endpoints", "http://127.0.0.1:3379, http://127.0.0.1:4379",
 		"--data-dir", "/data2", "--keepalive-ttl", "5s", "--log-format", "text", "--embed-etcd=false",
 		"--advertise-addr", "10.0.0.1:8262", "--etcd-cacert", "ca.pem", "--log-file", "w.log",
-		"--target-connection-limit", "32",
+		"--target-connection-limit", "32", "--source-connection-limit", "8",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestParseWorkerConfigFileAndFlags(t *testing.T) {
 		EtcdPrefix: "/cluster-a", StatusAddr: "127.0.0.1:18262", AdvertiseAddr: "10.0.0.1:8262",
 		EtcdCACert: "ca.pem", LogFile: "w.log",
 		DataDir: "/data2", RelayDir: "/data2/relay", KeepaliveTTL: Duration{5 * time.Second},
-		LogLevel: "debug", LogFormat: "text", EmbedEtcd: false, ConfigFile: path, TargetConnectionLimit: 32,
+		LogLevel: "debug", LogFormat: "text", EmbedEtcd: false, ConfigFile: path, TargetConnectionLimit: 32, SourceConnectionLimit: 8,
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("flags win:\ngot  %+v\nwant %+v", *c, want)
@@ -165,6 +166,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 			fields: []string{"status-addr", "advertise-addr"}},
 		{name: "logs", mod: func(c *WorkerConfig) { c.LogLevel = "trace"; c.LogFormat = "xml" }, fields: []string{"log-level", "log-format"}},
 		{name: "connection limit", mod: func(c *WorkerConfig) { c.TargetConnectionLimit = -1 }, fields: []string{"target-connection-limit"}},
+		{name: "source connection limit", mod: func(c *WorkerConfig) { c.SourceConnectionLimit = -1 }, fields: []string{"source-connection-limit"}},
 		{name: "prefix, tls, dirs", mod: func(c *WorkerConfig) {
 			c.EtcdPrefix = "dm/"
 			c.EtcdCert = "c.pem"

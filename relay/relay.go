@@ -54,6 +54,11 @@ type Config struct {
 	SyncInterval time.Duration
 	// Now tells the time (default time.Now).
 	Now func() time.Time
+	// Sources is the worker's budget of source connections: the relay's
+	// query pool (two connections at most: status, the flavor, KILL of
+	// its dump) takes its connections there and the binlog dump counts
+	// as the source's binlog reader; nil: a pool of its own.
+	Sources *dbconn.Budget
 }
 
 func (c Config) withDefaults() Config {
@@ -139,7 +144,7 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	ep, db, err := openDB(cfg.Source)
+	ep, db, err := openDB(cfg.Source, cfg.Sources)
 	if err != nil {
 		return nil, err
 	}

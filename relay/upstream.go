@@ -18,9 +18,10 @@ type upstream struct {
 	uuid    string // upstream id naming the subdirectory (see the package doc)
 }
 
-// openDB opens a pool to the source; it connects lazily. ep is how every
-// connection of the relay reaches the source (TLS included).
-func openDB(src *config.SourceConfig) (*dbconn.Endpoint, *sql.DB, error) {
+// openDB opens a pool to the source, from budget b (nil: a pool of its
+// own); it connects lazily. ep is how every connection of the relay
+// reaches the source (TLS included).
+func openDB(src *config.SourceConfig, b *dbconn.Budget) (*dbconn.Endpoint, *sql.DB, error) {
 	ep, err := dbconn.NewEndpoint(src.From, dbconn.SourceRef(src.SourceID))
 	if err != nil {
 		return nil, nil, fmt.Errorf("relay: %w", err)
@@ -28,6 +29,13 @@ func openDB(src *config.SourceConfig) (*dbconn.Endpoint, *sql.DB, error) {
 	cfg := ep.DriverConfig()
 	cfg.ReadTimeout = 30 * time.Second
 	cfg.WriteTimeout = 30 * time.Second
+	if b != nil {
+		db, err := b.Open(ep, cfg, "relay", 2)
+		if err != nil {
+			return nil, nil, fmt.Errorf("relay: source: %w", err)
+		}
+		return ep, db, nil
+	}
 	db, err := ep.Open(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("relay: source: %w", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -58,7 +59,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.setErr(err)
 			return err
 		}
-		failures++
+		// A source refusing connections for lack of them is back-pressure:
+		// the relay waits with backoff and does not give up.
+		if !dbconn.IsTooManyConnections(err) {
+			failures++
+		}
 		r.setErr(err)
 		if m := r.cfg.Metrics; m != nil {
 			m.Reconnects.WithLabelValues(r.source).Inc()
@@ -146,6 +151,7 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 	if err != nil {
 		return false, r.dumpError(r.ep.ConnectError(err))
 	}
+	defer r.cfg.Sources.BinlogReader(r.ep.Addr())()
 	defer func() { _ = d.close() }()
 	if err := w.startDump(ctx, d, p, rec, up.uuid); err != nil {
 		return false, err
@@ -161,9 +167,16 @@ func (r *Relay) runOnce(ctx context.Context) (progressed bool, err error) {
 
 // recoverFor asks the source what upstream server it is, then recovers the
 // relay directory (see Run) and publishes what it holds to readers.
-func (r *Relay) recoverFor(ctx context.Context) (upstream, recovered, error) {
+func (r *Relay) recoverFor(ctx context.Context) (_ upstream, _ recovered, err error) {
 	src := r.cfg.Source
-	up, err := detectUpstream(ctx, r.db, src.Flavor)
+	flavor := src.Flavor
+	if r.cfg.Sources != nil {
+		// Learned once for the worker's every reader of the source.
+		if flavor, err = r.cfg.Sources.Flavor(ctx, r.ep, flavor); err != nil {
+			return upstream{}, recovered{}, errs.Wrap(err, CodeRelayPull, "relay of source %q: connect to %s:%d", r.source, src.From.Host, src.From.Port)
+		}
+	}
+	up, err := detectUpstream(ctx, r.db, flavor)
 	if err != nil {
 		return up, recovered{}, errs.Wrap(err, CodeRelayPull, "relay of source %q: connect to %s:%d", r.source, src.From.Host, src.From.Port)
 	}

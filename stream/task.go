@@ -71,6 +71,11 @@ type TaskConfig struct {
 	// DB is a connection pool to the source for table schemas, the
 	// fill-history snapshot and the current position.
 	DB *sql.DB
+	// Sources is the worker's budget of source connections: the task
+	// learns the source's flavor there (once per source) and counts its
+	// own binlog dump there; nil: it asks the source itself and counts
+	// nothing.
+	Sources *dbconn.Budget
 	// Sink takes the events. The task owns it: Run closes it.
 	Sink Sink
 	// Save persists a checkpoint (meta store and etcd mirror). It is called
@@ -275,7 +280,15 @@ func (t *Task) flavor(ctx context.Context) (string, error) {
 	if f := t.cfg.Source.Flavor; f != "" {
 		return f, nil
 	}
-	f, err := dbconn.DetectFlavor(ctx, t.cfg.DB)
+	var f string
+	ep, err := dbconn.NewEndpoint(t.cfg.Source.From, dbconn.SourceRef(t.cfg.Source.SourceID))
+	if err == nil {
+		if t.cfg.Sources == nil {
+			f, err = dbconn.DetectFlavor(ctx, t.cfg.DB)
+		} else {
+			f, err = t.cfg.Sources.Flavor(ctx, ep, "")
+		}
+	}
 	if err != nil {
 		return "", errs.Wrap(err, CodeReadBinlog, "stream %q: detect the flavor of source %q", t.name, t.cfg.Source.SourceID)
 	}
@@ -316,7 +329,7 @@ func (t *Task) opener(flavor string) (binlog.StreamOpener, error) {
 	}
 	// Not the source's server-id: a sync unit may dump with that one, and
 	// the source drops a dump when another replica takes its id.
-	return upstream.NewOpener(src, ep, flavor, upstream.ServerID("stream/"+t.name, src.SourceID)), nil
+	return upstream.NewOpener(src, ep, flavor, upstream.ServerID("stream/"+t.name, src.SourceID), t.cfg.Sources), nil
 }
 
 // save persists cp through the task's Save and shows it in status.

@@ -105,7 +105,7 @@ func (s *Server) ensureSourceWorker(src string, cfg, connCfg *config.SourceConfi
 		return sw, runCtx
 	}
 	var nsw *SourceWorker
-	relay := func() binlog.StreamOpener { return nsw.RelayReader() }
+	relay := func() binlog.StreamOpener { return nsw.relayOpener() }
 	factory := s.cfg.NewFactory(connCfg, relay)
 	var streams *StreamRuntime
 	if s.cfg.NewStreams != nil {
@@ -120,9 +120,14 @@ func (s *Server) ensureSourceWorker(src string, cfg, connCfg *config.SourceConfi
 		Streams: streams,
 	})
 	nsw.Start(runCtx)
+	if wantRelay {
+		// Before the subtasks: their binlog readers then wait for the
+		// relay instead of each opening a dump of its own.
+		nsw.EnableRelay(runCtx)
+	}
 	nsw.EnableSubTasks(runCtx)
 	s.mu.Lock()
-	s.sw, s.swCfg, s.relayOn = nsw, cfg, false
+	s.sw, s.swCfg, s.relayOn = nsw, cfg, wantRelay
 	s.mu.Unlock()
 	s.log.Info("bound to source", zap.String("source", src), zap.Bool("relay", wantRelay))
 	return nsw, runCtx

@@ -28,10 +28,13 @@ const (
 	CodeSubTaskNameInvalid        = "subtask-name-invalid"
 	CodeRelayStageMalformed       = "relay-stage-malformed"
 	CodeRelayCreateFailed         = "relay-create-failed"
-	CodeStreamStageWithoutConfig  = "stream-stage-without-config"
-	CodeStreamValueMalformed      = "stream-value-malformed"
-	CodeStreamConfigInvalid       = "stream-config-invalid"
-	CodeStreamNameInvalid         = "stream-name-invalid"
+	// CodeRelayOff: relay was turned off for the source while a reader
+	// waited for it to start (resumable: the reader then reads the source).
+	CodeRelayOff                 = "relay-off"
+	CodeStreamStageWithoutConfig = "stream-stage-without-config"
+	CodeStreamValueMalformed     = "stream-value-malformed"
+	CodeStreamConfigInvalid      = "stream-config-invalid"
+	CodeStreamNameInvalid        = "stream-name-invalid"
 	// CodeStreamMetaUnavailable: the local stream meta store cannot be
 	// opened, read or written (a corrupt or locked file, a full disk).
 	CodeStreamMetaUnavailable = "stream-meta-unavailable"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/periodic"
 	"github.com/dmworker/dm-worker/pkg/stage"
@@ -24,6 +25,9 @@ type RelayOptions struct {
 	Worker string
 	// Metrics may be nil; the creator registers them.
 	Metrics *relay.Metrics
+	// Sources is the worker's budget of source connections (relay.Config);
+	// nil: the relay's own pool.
+	Sources *dbconn.Budget
 	Clock   Clock
 	// MasterStatusInterval is how often SHOW MASTER STATUS is refreshed
 	// for status while the relay runs (default 5s).
@@ -50,7 +54,7 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 		r, err := relay.New(relay.Config{
 			Dir: dir, Source: cfg, Worker: opts.Worker, Logger: logger, Metrics: opts.Metrics,
 			BackoffMin: opts.BackoffMin, BackoffMax: opts.BackoffMax, MaxRetries: opts.MaxRetries,
-			Now: opts.Clock.Now,
+			Now: opts.Clock.Now, Sources: opts.Sources,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open relay of source %q in %s: %w", cfg.SourceID, dir, err)

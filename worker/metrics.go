@@ -92,46 +92,69 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	return errors.Join(errs...)
 }
 
-// targetConnCollector exports, at scrape time, the numbers of a target
-// connection budget per target server.
-type targetConnCollector struct {
+// connCollector exports, at scrape time, the numbers of a connection
+// budget per server.
+type connCollector struct {
 	b                                 *dbconn.Budget
 	open, limit, waiting, longestWait *prometheus.Desc
 	refused, timeouts                 *prometheus.Desc
+	binlogReaders                     *prometheus.Desc // sources only; nil for targets
 }
 
 // NewTargetConnCollector returns the collector of budget b's metrics
 // (dm_worker_target_connections_*, labelled by target host:port), for the
 // registry of /metrics.
 func NewTargetConnCollector(b *dbconn.Budget) prometheus.Collector {
-	desc := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc("dm_worker_target_connections_"+name, help, []string{"target"}, nil)
+	return newConnCollector(b, dbconn.Targets)
+}
+
+// NewSourceConnCollector returns the collector of the source budget b's
+// metrics (dm_worker_source_connections_*, labelled by source host:port),
+// the binlog dumps from each source included (binlog_readers).
+func NewSourceConnCollector(b *dbconn.Budget) prometheus.Collector {
+	return newConnCollector(b, dbconn.Sources)
+}
+
+func newConnCollector(b *dbconn.Budget, kind dbconn.Kind) *connCollector {
+	name := kind.String() // target, source
+	desc := func(metric, help string) *prometheus.Desc {
+		return prometheus.NewDesc("dm_worker_"+name+"_connections_"+metric, help, []string{name}, nil)
 	}
-	return &targetConnCollector{b: b,
-		open:        desc("open", "Connections the worker holds to a target server (open or being dialed), over all tasks."),
-		limit:       desc("limit", "The worker's limit of connections to a target (target-connection-limit; lower for a while after the server refused connections)."),
-		waiting:     desc("waiting", "Callers waiting for a connection to a target."),
-		longestWait: desc("longest_wait_seconds", "How long the longest waiting caller has waited for a connection to a target."),
-		refused:     desc("refused_total", "New connections a target refused for lack of connections (errors 1040, 1203, 1226); each was retried."),
-		timeouts:    desc("wait_timeouts_total", "Callers that waited in vain for a connection to a target (they got a resumable error)."),
+	c := &connCollector{b: b,
+		open:        desc("open", "Connections the worker holds to a "+name+" server (open or being dialed), over all tasks; binlog dumps not counted."),
+		limit:       desc("limit", "The worker's limit of connections to a "+name+" ("+name+"-connection-limit; lower for a while after the server refused connections)."),
+		waiting:     desc("waiting", "Callers waiting for a connection to a "+name+"."),
+		longestWait: desc("longest_wait_seconds", "How long the longest waiting caller has waited for a connection to a "+name+"."),
+		refused:     desc("refused_total", "New connections a "+name+" refused for lack of connections (errors 1040, 1203, 1226); each was retried."),
+		timeouts:    desc("wait_timeouts_total", "Callers that waited in vain for a connection to a "+name+" (they got a resumable error)."),
 	}
+	if kind == dbconn.Sources {
+		c.binlogReaders = desc("binlog_readers", "Binlog dumps the worker reads from a source (the relay, or each task, validator or stream reading it directly): one connection each, outside the limit.")
+	}
+	return c
 }
 
 // Describe sends the descriptions of every metric.
-func (c *targetConnCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *connCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.open, c.limit, c.waiting, c.longestWait, c.refused, c.timeouts} {
 		ch <- d
+	}
+	if c.binlogReaders != nil {
+		ch <- c.binlogReaders
 	}
 }
 
 // Collect sends the budget's current numbers.
-func (c *targetConnCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *connCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range c.b.Stats() {
-		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.EffectiveLimit), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.Waiting), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.longestWait, prometheus.GaugeValue, st.LongestWait.Seconds(), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refusals), st.Target)
-		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(st.Timeouts), st.Target)
+		ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.EffectiveLimit), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.Waiting), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.longestWait, prometheus.GaugeValue, st.LongestWait.Seconds(), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.Refusals), st.Addr)
+		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(st.Timeouts), st.Addr)
+		if c.binlogReaders != nil {
+			ch <- prometheus.MustNewConstMetric(c.binlogReaders, prometheus.GaugeValue, float64(st.BinlogReaders), st.Addr)
+		}
 	}
 }

@@ -114,6 +114,7 @@ func TestOpenAPISchemasMatchStructs(t *testing.T) {
 		"WorkerStatus":            reflect.TypeFor[WorkerStatus](),
 		"SubTaskStatus":           reflect.TypeFor[SubTaskStatus](),
 		"TargetConnections":       reflect.TypeFor[dbconn.TargetConnections](),
+		"SourceConnections":       reflect.TypeFor[dbconn.SourceConnections](),
 		"RelayStatus":             reflect.TypeFor[RelayStatus](),
 		"ValidatorStatus":         reflect.TypeFor[ValidatorStatus](),
 		"ValidationErrorCounts":   reflect.TypeFor[unit.ValidationErrorCounts](),

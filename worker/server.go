@@ -46,7 +46,11 @@ type ServerConfig struct {
 	// Budget is the worker's budget of connections to each target server,
 	// the one NewFactory's units use (UnitOptions.Budget); status shows
 	// each subtask's share. nil: none.
-	Budget  *dbconn.Budget
+	Budget *dbconn.Budget
+	// Sources is the worker's budget of connections to each source (the
+	// one the units, relay and streams use); status shows the bound
+	// source's connections. nil: none shown.
+	Sources *dbconn.Budget
 	Metrics *Metrics
 	// Logger is passed down to everything; it should name the worker.
 	Logger *zap.Logger

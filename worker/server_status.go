@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/periodic"
 
 	"github.com/dmworker/dm-worker/worker/scheduler"
@@ -26,6 +29,9 @@ type WorkerStatus struct {
 	// Errors lists problems that belong to no running subtask: the bound
 	// source's config, tasks whose keys cannot be acted on.
 	Errors []TaskError `json:"errors"`
+	// SourceConnections is the worker's connections to the bound source
+	// (extension, source-connection-limit); absent when unbound.
+	SourceConnections *dbconn.SourceConnections `json:"source-connections,omitempty"`
 	// Scheduler is the scheduler's view (workers started with
 	// --scheduler only): the leader, and on the leader the bindings it
 	// keeps and the moves it made.
@@ -35,7 +41,7 @@ type WorkerStatus struct {
 // Status is the worker status of DESIGN.md §6.
 func (s *Server) Status() WorkerStatus {
 	s.mu.Lock()
-	sw, serr, swarn := s.sw, s.serverErr, s.serverWarn
+	sw, swCfg, serr, swarn := s.sw, s.swCfg, s.serverErr, s.serverWarn
 	s.mu.Unlock()
 	st := WorkerStatus{
 		Worker: s.cfg.Name, Addr: s.cfg.Addr,
@@ -44,6 +50,9 @@ func (s *Server) Status() WorkerStatus {
 	if sw != nil {
 		ss := sw.Status()
 		st.Source, st.Relay, st.SubTasks, st.Streams, st.Errors = ss.Source, ss.Relay, ss.SubTasks, ss.Streams, ss.Errors
+		if swCfg != nil {
+			st.SourceConnections = s.cfg.Sources.ServerStatus(net.JoinHostPort(swCfg.From.Host, strconv.Itoa(swCfg.From.Port)))
+		}
 	}
 	for i := range st.SubTasks {
 		st.SubTasks[i].TargetConnections = s.cfg.Budget.OwnerStatus(st.SubTasks[i].Name)

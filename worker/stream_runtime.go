@@ -37,11 +37,13 @@ func OpenStreamMeta(dataDir string) (*stream.Meta, error) {
 // NewStreamRuntimeBuilder is the builder of the real stream runtime: tasks
 // read the relay when it runs, else the source over a replication
 // connection of their own; schemas, snapshots and positions come over one
-// connection pool to the source, opened lazily.
-func NewStreamRuntimeBuilder(metrics *Metrics) StreamRuntimeBuilder {
+// connection pool to the source, opened lazily, whose connections come
+// from sources, the worker's budget of source connections (nil: a pool of
+// its own), where the tasks' binlog dumps are counted too.
+func NewStreamRuntimeBuilder(metrics *Metrics, sources *dbconn.Budget) StreamRuntimeBuilder {
 	return func(src *config.SourceConfig, meta *stream.Meta, metaErr error,
 		relay func() binlog.StreamOpener, logger *zap.Logger) *StreamRuntime {
-		db := &lazySourceDB{src: src}
+		db := &lazySourceDB{src: src, budget: sources}
 		return &StreamRuntime{
 			Meta: meta, MetaErr: metaErr,
 			NewTask: func(cfg *config.StreamConfig, start stream.Checkpoint,
@@ -56,7 +58,7 @@ func NewStreamRuntimeBuilder(metrics *Metrics) StreamRuntimeBuilder {
 				}
 				sink := &measuredSink{Sink: inner, stream: cfg.Name, m: metrics}
 				t, err := stream.NewTask(stream.TaskConfig{
-					Stream: cfg, Source: src, Opener: relay, DB: conn, Sink: sink, Save: save, Start: start, Logger: log,
+					Stream: cfg, Source: src, Opener: relay, DB: conn, Sources: sources, Sink: sink, Save: save, Start: start, Logger: log,
 				})
 				if err != nil {
 					_ = sink.Close()
@@ -76,10 +78,17 @@ func NewStreamRuntimeBuilder(metrics *Metrics) StreamRuntimeBuilder {
 	}
 }
 
+// streamPoolSize bounds the connections of the streams' pool to their
+// source (the budget bounds them further): each stream's fill-history or
+// incremental snapshot reads over one connection at a time, its schema
+// and position queries over one more.
+const streamPoolSize = 64
+
 // lazySourceDB is a connection pool to the source opened at first use, so
 // a source worker without streams never connects for them.
 type lazySourceDB struct {
-	src *config.SourceConfig
+	src    *config.SourceConfig
+	budget *dbconn.Budget // nil: a pool of its own
 
 	mu sync.Mutex
 	db *sql.DB // guarded by mu; nil until the first get
@@ -95,7 +104,7 @@ func (l *lazySourceDB) get() (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := ep.Open(ep.DriverConfig())
+	db, err := l.budget.Open(ep, ep.DriverConfig(), "streams", streamPoolSize)
 	if err != nil {
 		return nil, fmt.Errorf("open a connection pool to source %q: %w", l.src.SourceID, err)
 	}

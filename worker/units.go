@@ -35,6 +35,11 @@ type UnitOptions struct {
 	// target server (the worker's target-connection-limit); nil: every
 	// pool of its own size.
 	Budget *dbconn.Budget
+	// Sources bounds the connections of every unit, validator and
+	// precheck to each source server (source-connection-limit), counts
+	// their binlog dumps and learns each source's flavor once; nil: every
+	// pool of its own size, the flavor asked by each unit.
+	Sources *dbconn.Budget
 	// Logger logs the prechecks; units log through their subtask's logger.
 	Logger *zap.Logger
 }
@@ -50,7 +55,12 @@ func NewUnitFactory(o UnitOptions) FactoryBuilder {
 	return func(src *config.SourceConfig, relay func() binlog.StreamOpener) unit.Factory {
 		return unit.NewRegistry(map[unit.Type]unit.Constructor{
 			unit.TypeDump: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
-				return dump.New(cfg, src, DumpDir(o.DataDir, cfg), o.Dump, logger)
+				d, err := dump.New(cfg, src, DumpDir(o.DataDir, cfg), o.Dump, logger)
+				if err != nil {
+					return nil, err
+				}
+				d.UseSourceBudget(o.Sources)
+				return d, nil
 			},
 			unit.TypeLoad: func(cfg *config.SubTaskConfig, logger *zap.Logger) (unit.Unit, error) {
 				l, err := load.New(cfg, src, DumpDir(o.DataDir, cfg), o.Load, logger)
@@ -66,6 +76,7 @@ func NewUnitFactory(o UnitOptions) FactoryBuilder {
 					return nil, err
 				}
 				s.UseConnBudget(o.Budget)
+				s.UseSourceBudget(o.Sources)
 				return s, nil
 			},
 		}, func(cfg *config.SubTaskConfig, sync unit.SyncSource, logger *zap.Logger) (unit.Validator, error) {
@@ -74,8 +85,9 @@ func NewUnitFactory(o UnitOptions) FactoryBuilder {
 				return nil, err
 			}
 			v.UseConnBudget(o.Budget)
+			v.UseSourceBudget(o.Sources)
 			return v, nil
-		}).WithPrecheck(check.PrecheckBudgeted(src, o.Budget, o.Logger))
+		}).WithPrecheck(check.PrecheckBudgeted(src, check.Budgets{Targets: o.Budget, Sources: o.Sources}, o.Logger))
 	}
 }
 

@@ -126,6 +126,13 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		return fmt.Errorf("register target connection metrics: %w", err)
 	}
 	logger.Info("target connections", zap.Int("target-connection-limit", budget.Limit()))
+	// One budget of connections to each source, the source's facts
+	// (flavor) learned there once.
+	sources := dbconn.NewBudget(dbconn.BudgetOptions{Kind: dbconn.Sources, Limit: cfg.SourceConnectionLimit, Logger: logger})
+	if err := m.reg.Register(worker.NewSourceConnCollector(sources)); err != nil {
+		return fmt.Errorf("register source connection metrics: %w", err)
+	}
+	logger.Info("source connections", zap.Int("source-connection-limit", sources.Limit()))
 	// A meta store that cannot be opened stops no one: every stream shows
 	// why in status, everything else runs.
 	meta, metaErr := worker.OpenStreamMeta(cfg.DataDir)
@@ -138,11 +145,11 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
 		NewFactory: worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Validate: m.valid,
-			Budget: budget, Logger: logger}),
-		NewRelay:   worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay}),
-		NewStreams: worker.NewStreamRuntimeBuilder(m.worker),
+			Budget: budget, Sources: sources, Logger: logger}),
+		NewRelay:   worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay, Sources: sources}),
+		NewStreams: worker.NewStreamRuntimeBuilder(m.worker, sources),
 		StreamMeta: meta, StreamMetaErr: metaErr,
-		SecretKey: key, Budget: budget,
+		SecretKey: key, Budget: budget, Sources: sources,
 		Metrics: m.worker, Logger: logger,
 		Scheduler: cfg.Scheduler, SchedulerMetrics: m.sched,
 	})

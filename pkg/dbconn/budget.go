@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
@@ -19,17 +20,71 @@ import (
 // default max_connections (151), leaving room for other clients.
 const DefaultTargetConnectionLimit = 64
 
+// DefaultSourceConnectionLimit is the number of connections a worker
+// opens to one source server (host:port) at most, binlog dumps not
+// counted, when the worker config's source-connection-limit is 0: two
+// dumps of the default 4 threads (6 connections each) and a few prechecks,
+// validators and stream snapshots at once, a tenth of MariaDB's and MySQL's
+// default max_connections (151). The source serves its applications first.
+const DefaultSourceConnectionLimit = 16
+
 // DefaultMaxConnWait is how long one caller waits for a connection to a
-// target before it gets a resumable error (BudgetOptions.MaxWait).
+// server before it gets a resumable error (BudgetOptions.MaxWait).
 const DefaultMaxConnWait = 2 * time.Minute
 
-// CodeTargetConnections is the code of the error a caller gets after
-// waiting MaxWait for a connection to a target: resumable.
-const CodeTargetConnections = "target-connections"
+// CodeTargetConnections and CodeSourceConnections are the codes of the
+// error a caller gets after waiting MaxWait for a connection to a target or
+// a source: resumable.
+const (
+	CodeTargetConnections = "target-connections"
+	CodeSourceConnections = "source-connections"
+)
+
+// Kind is the side of replication whose servers a Budget bounds the
+// connections to: it names them in logs and errors and picks the default
+// limit, the setting and the advice an error gives.
+type Kind int
+
+// The kinds of budget.
+const (
+	// Targets: the servers tasks write to (target-connection-limit).
+	Targets Kind = iota
+	// Sources: the servers tasks, relays and streams read from
+	// (source-connection-limit); binlog dumps are counted apart
+	// (BinlogReader).
+	Sources
+)
+
+// kindInfo is what differs between the kinds of budget.
+type kindInfo struct {
+	// name is the servers' role in messages: "target", "source".
+	name string
+	// setting is the worker config key of the limit.
+	setting      string
+	code         string
+	defaultLimit int
+	// fix is what, besides the server's max_connections and the limit,
+	// lowers the connections wanted of a server (%s is its address).
+	fix string
+}
+
+func (k Kind) info() kindInfo {
+	if k == Sources {
+		return kindInfo{name: "source", setting: "source-connection-limit", code: CodeSourceConnections,
+			defaultLimit: DefaultSourceConnectionLimit,
+			fix:          "or lower mydumper threads, validator worker-count or the number of tasks dumping from %s at once"}
+	}
+	return kindInfo{name: "target", setting: "target-connection-limit", code: CodeTargetConnections,
+		defaultLimit: DefaultTargetConnectionLimit,
+		fix:          "or lower syncer worker-count, loader pool-size or validator worker-count of the tasks writing to %s"}
+}
+
+// String is the servers' role: "target" or "source".
+func (k Kind) String() string { return k.info().name }
 
 // Timings of the budget.
 const (
-	// pollInterval is how often a waiting caller re-checks the target: the
+	// pollInterval is how often a waiting caller re-checks the server: the
 	// limit's recovery, the end of a backoff, idle connections to release.
 	pollInterval = 100 * time.Millisecond
 	// rotateAfter: a caller waiting this long takes the next connection
@@ -40,14 +95,18 @@ const (
 	DefaultRaiseEvery = 5 * time.Second
 	// budgetIdleTime closes connections of budgeted pools idle this long.
 	budgetIdleTime = 30 * time.Second
-	// waitLogEvery bounds the warnings about callers waiting, per target.
+	// waitLogEvery bounds the warnings about callers waiting, per server.
 	waitLogEvery = 30 * time.Second
 )
 
 // BudgetOptions configure a Budget.
 type BudgetOptions struct {
-	// Limit is the number of connections to one target server at most;
-	// <= 0: DefaultTargetConnectionLimit.
+	// Kind is the side of the servers (Targets, the zero value, or
+	// Sources).
+	Kind Kind
+	// Limit is the number of connections to one server at most; <= 0:
+	// the kind's default (DefaultTargetConnectionLimit,
+	// DefaultSourceConnectionLimit).
 	Limit int
 	// MaxWait bounds one caller's wait for a connection (<= 0:
 	// DefaultMaxConnWait).
@@ -60,39 +119,44 @@ type BudgetOptions struct {
 }
 
 // Budget bounds the connections the pools opened through it (Budget.Open)
-// hold to each target server, keyed by host:port, over all their owners
-// (tasks). A connection takes a token of its target before it dials and
+// hold to each server of its kind (targets or sources), keyed by
+// host:port, over all their owners (tasks, the relay, streams). A
+// connection takes a token of its server before it dials and
 // gives it back when it closes. Callers beyond the limit wait in line;
 // while they wait, pools holding more than their share, or idle
 // connections, give theirs up (a pool's own waiting caller gets the
 // connection directly, without a new dial). A server that refuses a
 // connection with "Too many connections" (1040, 1203, 1226) lowers the
-// target's limit for a while (multiplicative decrease, then one step per
+// server's limit for a while (multiplicative decrease, then one step per
 // RaiseEvery) and the caller waits and retries with backoff instead of
 // failing; only a wait longer than MaxWait fails, resumably, naming the
-// target, the limit and the fix.
+// server, the limit and the fix. A budget of sources also counts each
+// server's binlog dumps (BinlogReader), which take no token, and learns
+// each server's flavor once (Flavor).
 //
 // A Budget is safe for concurrent use; it starts no goroutine (waiting
 // callers do its periodic work). Code holding one connection of a budgeted
-// pool must not wait for a second one of the same target: if every
-// connection were held that way, none would come back.
+// pool must not wait for a second one of the same server (unless it
+// reserved them together, Reserve): if every connection were held that
+// way, none would come back.
 type Budget struct {
+	kind       kindInfo
 	limit      int
 	maxWait    time.Duration
 	raiseEvery time.Duration
 	log        *zap.Logger
 
 	mu sync.Mutex
-	// targets, and every field of target, Pool and waiter documented as
+	// servers, and every field of server, Pool and waiter documented as
 	// guarded by the budget, are guarded by mu.
-	targets map[string]*target
+	servers map[string]*server
 }
 
 // NewBudget returns a Budget with o's settings.
 func NewBudget(o BudgetOptions) *Budget {
-	b := &Budget{limit: o.Limit, maxWait: o.MaxWait, raiseEvery: o.RaiseEvery, log: o.Logger, targets: map[string]*target{}}
+	b := &Budget{kind: o.Kind.info(), limit: o.Limit, maxWait: o.MaxWait, raiseEvery: o.RaiseEvery, log: o.Logger, servers: map[string]*server{}}
 	if b.limit <= 0 {
-		b.limit = DefaultTargetConnectionLimit
+		b.limit = b.kind.defaultLimit
 	}
 	if b.maxWait <= 0 {
 		b.maxWait = DefaultMaxConnWait
@@ -106,11 +170,11 @@ func NewBudget(o BudgetOptions) *Budget {
 	return b
 }
 
-// Limit is the configured limit per target.
+// Limit is the configured limit per server.
 func (b *Budget) Limit() int { return b.limit }
 
-// target is the budget of one server; every field is guarded by Budget.mu.
-type target struct {
+// server is the budget of one server; every field is guarded by Budget.mu.
+type server struct {
 	addr string
 	// limit is the effective limit: Budget.limit, or less after the server
 	// refused connections; changed is when it last moved.
@@ -128,6 +192,14 @@ type target struct {
 	// Counters for metrics and the log.
 	refusals, timeouts uint64
 	lastSweep, lastLog time.Time
+	// binlogReaders counts the open binlog dumps from the server (no
+	// token; see BinlogReader).
+	binlogReaders int
+	// flavor is the server's, once learned (see Flavor); "" before.
+	// learning is closed when the running detection ends; nil when none
+	// runs.
+	flavor   string
+	learning chan struct{}
 }
 
 // waiter is one caller waiting for a token; fields guarded by Budget.mu
@@ -136,24 +208,35 @@ type waiter struct {
 	pool  *Pool
 	since time.Time
 	ready chan struct{} // closed when granted
+	// group > 0: the waiter reserves group tokens at once for its pool
+	// (Reserve), at most the server's limit; never handed a connection.
+	group int
 	// granted: the caller holds a token; conn is a connection of its own
 	// pool handed over with the token (nil: dial a new one).
 	granted bool
 	conn    driver.Conn
 }
 
-// targetLocked returns the target of addr, creating it.
-func (b *Budget) targetLocked(addr string) *target {
-	t, ok := b.targets[addr]
+// needLocked is how many tokens w takes when granted.
+func (w *waiter) needLocked(t *server) int {
+	if w.group == 0 {
+		return 1
+	}
+	return max(1, min(w.group, t.limit))
+}
+
+// serverLocked returns the server of addr, creating it.
+func (b *Budget) serverLocked(addr string) *server {
+	t, ok := b.servers[addr]
 	if !ok {
-		t = &target{addr: addr, limit: b.limit, pools: map[*Pool]struct{}{}, retry: backoff.New(100*time.Millisecond, 5*time.Second)}
-		b.targets[addr] = t
+		t = &server{addr: addr, limit: b.limit, pools: map[*Pool]struct{}{}, retry: backoff.New(100*time.Millisecond, 5*time.Second)}
+		b.servers[addr] = t
 	}
 	return t
 }
 
 // raiseLocked grows a lowered limit back by one step per raiseEvery.
-func (b *Budget) raiseLocked(t *target, now time.Time) {
+func (b *Budget) raiseLocked(t *server, now time.Time) {
 	if t.limit >= b.limit {
 		return
 	}
@@ -167,7 +250,7 @@ func (b *Budget) raiseLocked(t *target, now time.Time) {
 
 // fairLocked is the share of the limit each active pool (holding or
 // waiting for a connection) may keep while others wait.
-func (t *target) fairLocked() int {
+func (t *server) fairLocked() int {
 	active := 0
 	for p := range t.pools {
 		if p.open > 0 || p.waiting > 0 {
@@ -180,7 +263,7 @@ func (t *target) fairLocked() int {
 // nextLocked is the waiter the next token goes to: the oldest when it has
 // waited rotateAfter, else the first whose pool holds less than its fair
 // share, else the oldest.
-func (t *target) nextLocked(now time.Time) *waiter {
+func (t *server) nextLocked(now time.Time) *waiter {
 	if len(t.waiters) == 0 {
 		return nil
 	}
@@ -198,9 +281,9 @@ func (t *target) nextLocked(now time.Time) *waiter {
 }
 
 // yieldsLocked reports whether a connection of p that comes back should
-// be closed rather than kept: the target is over its limit, or next (of
+// be closed rather than kept: the server is over its limit, or next (of
 // another pool) has a better claim to the token.
-func (t *target) yieldsLocked(p *Pool, next *waiter, now time.Time) bool {
+func (t *server) yieldsLocked(p *Pool, next *waiter, now time.Time) bool {
 	if t.open > t.limit && p.open > t.fairLocked() {
 		return true
 	}
@@ -214,10 +297,10 @@ func (t *target) yieldsLocked(p *Pool, next *waiter, now time.Time) bool {
 	return next.pool.open < fair && p.open > fair
 }
 
-// ownWaiterLocked is p's oldest waiter, nil when none.
-func (t *target) ownWaiterLocked(p *Pool) *waiter {
+// ownWaiterLocked is p's oldest waiter of one connection, nil when none.
+func (t *server) ownWaiterLocked(p *Pool) *waiter {
 	for _, w := range t.waiters {
-		if w.pool == p {
+		if w.pool == p && w.group == 0 {
 			return w
 		}
 	}
@@ -226,10 +309,17 @@ func (t *target) ownWaiterLocked(p *Pool) *waiter {
 
 // grantLocked gives w a token (with c, a connection of w's pool that keeps
 // its token, or nil for a new token) and wakes it.
-func (t *target) grantLocked(w *waiter, c driver.Conn) {
+func (t *server) grantLocked(w *waiter, c driver.Conn) {
 	t.waiters = slices.DeleteFunc(t.waiters, func(x *waiter) bool { return x == w })
 	w.pool.waiting--
-	if c == nil {
+	switch {
+	case w.group > 0:
+		n := w.needLocked(t)
+		t.open += n
+		w.pool.open += n
+		w.pool.reserved += n
+		w.group = n
+	case c == nil:
 		t.open++
 		t.dialing++
 		w.pool.open++
@@ -239,10 +329,16 @@ func (t *target) grantLocked(w *waiter, c driver.Conn) {
 }
 
 // dispatchLocked grants tokens while the limit and the backoff allow.
-func (b *Budget) dispatchLocked(t *target, now time.Time) {
+func (b *Budget) dispatchLocked(t *server, now time.Time) {
 	b.raiseLocked(t, now)
-	for len(t.waiters) > 0 && t.open < t.limit && !now.Before(t.retryAt) {
-		t.grantLocked(t.nextLocked(now), nil)
+	for len(t.waiters) > 0 && !now.Before(t.retryAt) {
+		// The chosen waiter waits for all the tokens it needs; no smaller
+		// one passes it meanwhile, so a group is not starved.
+		w := t.nextLocked(now)
+		if t.open+w.needLocked(t) > t.limit {
+			return
+		}
+		t.grantLocked(w, nil)
 	}
 }
 
@@ -255,8 +351,12 @@ var tooManyConnections = map[uint16]bool{
 }
 
 // IsTooManyConnections reports whether err is a server's refusal of a new
-// connection for lack of connections (1040, 1203, 1226).
+// connection for lack of connections (1040, 1203, 1226), as go-sql-driver
+// or go-mysql (binlog dumps) reports it.
 func IsTooManyConnections(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && tooManyConnections[me.Number]
+	var (
+		me *mysql.MySQLError
+		ge *gomysql.MyError
+	)
+	return errors.As(err, &me) && tooManyConnections[me.Number] || errors.As(err, &ge) && tooManyConnections[ge.Code]
 }

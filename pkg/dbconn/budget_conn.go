@@ -21,7 +21,7 @@ const (
 )
 
 // budgetConn is a connection of a budgeted pool: it holds a token of its
-// target until it closes. It forwards every interface the go-sql-driver
+// server until it closes. It forwards every interface the go-sql-driver
 // connection implements (database/sql looks them up on the connection it
 // gets: a missing one silently changes how queries are sent), and says
 // "not valid" when it comes back to its pool while the budget wants the
@@ -155,7 +155,7 @@ func (b *Budget) handOver(p *Pool, raw driver.Conn) bool {
 		return false
 	}
 	w := next
-	if w.pool != p {
+	if w.pool != p || w.group > 0 {
 		if w = t.ownWaiterLocked(p); w == nil {
 			return false
 		}
@@ -175,7 +175,7 @@ func (b *Budget) release(p *Pool) {
 
 // yields reports whether a connection of p coming back to it should
 // rather serve a waiting caller: one of p itself (handed over), or one of
-// another pool with a better claim (the connection closes), or the target
+// another pool with a better claim (the connection closes), or the server
 // is over its lowered limit.
 func (b *Budget) yields(p *Pool) bool {
 	b.mu.Lock()
@@ -193,11 +193,11 @@ func (b *Budget) yields(p *Pool) bool {
 	return t.yieldsLocked(p, next, now)
 }
 
-// relieve is the budget's periodic work for t, done by its waiting
+// relieve is the budget's periodic work for server t, done by its waiting
 // callers: grant what the limit allows, and at most every pollInterval/2
 // ask the pools whose idle connections should serve the waiting callers
 // to close them.
-func (b *Budget) relieve(t *target) {
+func (b *Budget) relieve(t *server) {
 	b.mu.Lock()
 	now := time.Now()
 	b.dispatchLocked(t, now)
@@ -235,13 +235,13 @@ func (p *Pool) shedIdle() {
 
 // logWaitLocked warns, at most every waitLogEvery, about callers waiting
 // long for connections to t.
-func (b *Budget) logWaitLocked(t *target, now time.Time) {
+func (b *Budget) logWaitLocked(t *server, now time.Time) {
 	oldest := now.Sub(t.waiters[0].since)
 	if oldest < 10*time.Second || now.Sub(t.lastLog) < waitLogEvery {
 		return
 	}
 	t.lastLog = now
-	b.log.Warn("callers wait for connections to the target: all of the worker's connections to it are in use",
-		zap.String("target", t.addr), zap.Int("open", t.open), zap.Int("limit", t.limit), zap.Int("configured-limit", b.limit),
+	b.log.Warn("callers wait for connections to the "+b.kind.name+": all of the worker's connections to it are in use",
+		zap.String(b.kind.name, t.addr), zap.Int("open", t.open), zap.Int("limit", t.limit), zap.Int("configured-limit", b.limit),
 		zap.Int("waiting", len(t.waiters)), zap.Duration("longest-wait", oldest))
 }

@@ -12,13 +12,14 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
 // Pool is one database/sql pool's registration with a Budget.
 type Pool struct {
 	b *Budget
-	t *target
+	t *server
 	// owner is the task the pool works for (status); what names it in
 	// errors (`task "t1"`).
 	owner, what string
@@ -28,10 +29,11 @@ type Pool struct {
 	// shedMu serializes shedIdle's pair of SetMaxIdleConns.
 	shedMu sync.Mutex
 
-	// Guarded by Budget.mu: the tokens the pool's connections hold, its
-	// waiting callers, and whether its sql.DB was closed.
-	open, waiting int
-	closed        bool
+	// Guarded by Budget.mu: the tokens the pool's connections hold (and
+	// its reserved ones), its waiting callers, its reserved tokens no
+	// connection took yet (Reserve), and whether its sql.DB was closed.
+	open, waiting, reserved int
+	closed                  bool
 }
 
 // Open opens a lazily connecting pool to e with cfg (from e.DriverConfig,
@@ -60,7 +62,7 @@ func (b *Budget) Open(e *Endpoint, cfg *mysql.Config, owner string, maxOpen int)
 	}
 	p := &Pool{b: b, owner: owner, what: e.Ref.Object, maxIdle: maxOpen}
 	b.mu.Lock()
-	p.t = b.targetLocked(e.Addr())
+	p.t = b.serverLocked(e.Addr())
 	b.mu.Unlock()
 	db := sql.OpenDB(&connector{inner: inner, e: e, pool: p})
 	db.SetMaxOpenConns(maxOpen)
@@ -80,16 +82,31 @@ func (p *Pool) unregister() {
 	defer p.b.mu.Unlock()
 	p.closed = true
 	delete(p.t.pools, p)
+	p.b.unreserveLocked(p)
 }
 
 // connect returns a connection for the pool: one of its own handed over by
 // a caller that gave it up, or a new one dialed with inner once a token is
-// free. "Too many connections" lowers the target's limit and is retried;
+// free. "Too many connections" lowers the server's limit and is retried;
 // other failures return e.ConnectError.
 func (p *Pool) connect(ctx context.Context, inner driver.Connector, e *Endpoint) (driver.Conn, error) {
 	began := time.Now()
 	for {
-		raw, err := p.acquire(ctx, began)
+		var (
+			raw driver.Conn
+			err error
+		)
+		reserved, retryIn := p.b.takeReserved(p)
+		switch {
+		case retryIn > 0:
+			// A reserved token waits out the server's backoff.
+			if !backoff.Sleep(ctx, backoff.RealClock{}, retryIn) {
+				return nil, ctx.Err()
+			}
+			continue
+		case !reserved:
+			raw, err = p.acquire(ctx, began)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +135,13 @@ func (p *Pool) connect(ctx context.Context, inner driver.Connector, e *Endpoint)
 // began+MaxWait; it returns a connection handed over with the token, or
 // nil (dial a new one). While it waits it does the budget's periodic work.
 func (p *Pool) acquire(ctx context.Context, began time.Time) (driver.Conn, error) {
-	w := p.b.enqueue(p)
+	return p.wait(ctx, p.b.enqueue(p, 0), began)
+}
+
+// wait waits until w is granted, at most until began+MaxWait, doing the
+// budget's periodic work meanwhile; it returns the connection handed over
+// with the token, if any.
+func (p *Pool) wait(ctx context.Context, w *waiter, began time.Time) (driver.Conn, error) {
 	select {
 	case <-w.ready:
 		return w.conn, nil
@@ -149,12 +172,13 @@ func (p *Pool) acquire(ctx context.Context, began time.Time) (driver.Conn, error
 	}
 }
 
-// enqueue puts a waiter for p in line and grants what the limit allows.
-func (b *Budget) enqueue(p *Pool) *waiter {
+// enqueue puts a waiter for p (of group tokens; 0: one to dial with) in
+// line and grants what the limit allows.
+func (b *Budget) enqueue(p *Pool, group int) *waiter {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	w := &waiter{pool: p, since: now, ready: make(chan struct{})}
+	w := &waiter{pool: p, since: now, ready: make(chan struct{}), group: group}
 	p.t.waiters = append(p.t.waiters, w)
 	p.waiting++
 	b.dispatchLocked(p.t, now)
@@ -198,7 +222,7 @@ func (b *Budget) dialed(p *Pool, ok bool) {
 }
 
 // refused handles a dial the server refused for lack of connections: the
-// token goes back, the target's limit drops to three quarters of the
+// token goes back, the server's limit drops to three quarters of the
 // connections the worker holds (at least 1), and no dial starts before a
 // backoff passes.
 func (b *Budget) refused(p *Pool, err error) {
@@ -215,8 +239,8 @@ func (b *Budget) refused(p *Pool, err error) {
 	delay := t.retry.Next()
 	t.retryAt = now.Add(delay)
 	if lowered := max(1, held*3/4); lowered < t.limit {
-		b.log.Warn("the target refused a connection for lack of connections; fewer connections to it for a while",
-			zap.String("target", t.addr), zap.String("task", p.owner), zap.Int("limit", lowered), zap.Int("configured-limit", b.limit),
+		b.log.Warn("the "+b.kind.name+" refused a connection for lack of connections; fewer connections to it for a while",
+			zap.String(b.kind.name, t.addr), zap.String("task", p.owner), zap.Int("limit", lowered), zap.Int("configured-limit", b.limit),
 			zap.Int("open", held), zap.Duration("retry-in", delay), zap.Error(err))
 		t.limit = lowered
 	}
@@ -231,32 +255,20 @@ func (b *Budget) waitError(p *Pool, waited time.Duration) error {
 	t.timeouts++
 	open, limit, waiting, lastErr := t.open, t.limit, len(t.waiters), t.lastErr
 	b.mu.Unlock()
+	k := b.kind
 	lowered := ""
 	if limit < b.limit {
-		lowered = fmt.Sprintf(", lowered from target-connection-limit %d after the server refused connections (%v)", b.limit, lastErr)
+		lowered = fmt.Sprintf(", lowered from %s %d after the server refused connections (%v)", k.setting, b.limit, lastErr)
 	}
-	return errs.New(CodeTargetConnections, true, "%s: waited %s for a connection to the target %s: the worker's %d connections to it "+
-		"are in use (limit %d%s; %d more callers waiting); raise the target's max_connections or the worker's target-connection-limit, "+
-		"or lower syncer worker-count, loader pool-size or validator worker-count of the tasks writing to %s",
-		p.what, waited.Round(time.Second), t.addr, open, limit, lowered, waiting, t.addr)
+	return errs.New(k.code, true, "%s: waited %s for a connection to the %s %s: the worker's %d connections to it "+
+		"are in use (limit %d%s; %d more callers waiting); raise the %s's max_connections or the worker's %s, "+k.fix,
+		p.what, waited.Round(time.Second), k.name, t.addr, open, limit, lowered, waiting, k.name, k.setting, t.addr)
 }
 
 // Resize sets the size of db, a pool opened by b.Open, to maxOpen
 // connections (idle ones included).
 func (b *Budget) Resize(db *sql.DB, maxOpen int) {
-	var p *Pool
-	if b != nil {
-		b.mu.Lock()
-		for _, t := range b.targets {
-			for q := range t.pools {
-				if q.db == db {
-					p = q
-				}
-			}
-		}
-		b.mu.Unlock()
-	}
-	if p != nil {
+	if p := b.poolOf(db); p != nil {
 		p.shedMu.Lock()
 		defer p.shedMu.Unlock()
 		p.maxIdle = maxOpen

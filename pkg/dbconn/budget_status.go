@@ -1,6 +1,7 @@
 package dbconn
 
 import (
+	"database/sql"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +38,7 @@ func (b *Budget) OwnerStatus(owner string) *TargetConnections {
 	defer b.mu.Unlock()
 	now := time.Now()
 	var best *TargetConnections
-	for _, t := range b.targets {
+	for _, t := range b.servers {
 		st, ok := b.ownerStatusLocked(t, owner, now)
 		if !ok {
 			continue
@@ -52,7 +53,7 @@ func (b *Budget) OwnerStatus(owner string) *TargetConnections {
 
 // ownerStatusLocked is owner's status at t; false when owner has no pool
 // there.
-func (b *Budget) ownerStatusLocked(t *target, owner string, now time.Time) (TargetConnections, bool) {
+func (b *Budget) ownerStatusLocked(t *server, owner string, now time.Time) (TargetConnections, bool) {
 	b.raiseLocked(t, now)
 	st := TargetConnections{Target: t.addr, Limit: b.limit, EffectiveLimit: t.limit, Open: t.open, Waiting: len(t.waiters)}
 	found := false
@@ -76,9 +77,10 @@ func (b *Budget) ownerStatusLocked(t *target, owner string, now time.Time) (Targ
 	return st, found
 }
 
-// TargetStats are the numbers of one target of a Budget, for metrics.
-type TargetStats struct {
-	Target                string
+// ServerStats are the numbers of one server of a Budget, for metrics.
+type ServerStats struct {
+	// Addr is the server, host:port.
+	Addr                  string
 	Limit, EffectiveLimit int
 	Open, Waiting, Pools  int
 	// Refusals counts dials the server refused for lack of connections;
@@ -86,27 +88,90 @@ type TargetStats struct {
 	Refusals, Timeouts uint64
 	// LongestWait is how long the oldest waiting caller has waited.
 	LongestWait time.Duration
+	// BinlogReaders counts the binlog dumps open from the server (sources
+	// only; they take no token).
+	BinlogReaders int
 }
 
-// Stats returns the numbers of every target the budget has seen, sorted
-// by target.
-func (b *Budget) Stats() []TargetStats {
+// Stats returns the numbers of every server the budget has seen, sorted
+// by address.
+func (b *Budget) Stats() []ServerStats {
 	if b == nil {
 		return nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	out := make([]TargetStats, 0, len(b.targets))
-	for _, t := range b.targets {
+	out := make([]ServerStats, 0, len(b.servers))
+	for _, t := range b.servers {
 		b.raiseLocked(t, now)
-		st := TargetStats{Target: t.addr, Limit: b.limit, EffectiveLimit: t.limit, Open: t.open, Waiting: len(t.waiters),
-			Pools: len(t.pools), Refusals: t.refusals, Timeouts: t.timeouts}
+		st := ServerStats{Addr: t.addr, Limit: b.limit, EffectiveLimit: t.limit, Open: t.open, Waiting: len(t.waiters),
+			Pools: len(t.pools), Refusals: t.refusals, Timeouts: t.timeouts, BinlogReaders: t.binlogReaders}
 		if len(t.waiters) > 0 {
 			st.LongestWait = now.Sub(t.waiters[0].since)
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(x, y TargetStats) int { return strings.Compare(x.Target, y.Target) })
+	slices.SortFunc(out, func(x, y ServerStats) int { return strings.Compare(x.Addr, y.Addr) })
 	return out
+}
+
+// SourceConnections is the worker's connections to its bound source, as
+// the worker status shows them ("source-connections").
+type SourceConnections struct {
+	// Source is the server, host:port.
+	Source string `json:"source"`
+	// Limit is the worker's source-connection-limit; EffectiveLimit is
+	// lower for a while after the server refused connections.
+	Limit          int `json:"limit"`
+	EffectiveLimit int `json:"effective-limit"`
+	// Open counts the budget's tokens (connections open or being
+	// dialed); InUse and Idle the open ones serving a caller and idle in
+	// their pools; Waiting the callers waiting for one, the longest since
+	// WaitingSince.
+	Open         int        `json:"open"`
+	InUse        int        `json:"in-use"`
+	Idle         int        `json:"idle"`
+	Waiting      int        `json:"waiting"`
+	WaitingSince *time.Time `json:"waiting-since,omitempty"`
+	// BinlogReaders counts the binlog dumps from the source (the relay,
+	// or each task, validator or stream reading it directly): one
+	// connection each, not in the budget.
+	BinlogReaders int `json:"binlog-readers"`
+	// Refusals counts new connections the source refused for lack of
+	// connections (each was retried); WaitTimeouts callers that waited
+	// in vain (they got a resumable error).
+	Refusals     uint64 `json:"refusals"`
+	WaitTimeouts uint64 `json:"wait-timeouts"`
+}
+
+// ServerStatus returns the connections to the server at addr (host:port);
+// one the budget has not seen yet shows none in use.
+func (b *Budget) ServerStatus(addr string) *SourceConnections {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	t := b.serverLocked(addr)
+	now := time.Now()
+	b.raiseLocked(t, now)
+	st := &SourceConnections{Source: addr, Limit: b.limit, EffectiveLimit: t.limit, Open: t.open, Waiting: len(t.waiters),
+		BinlogReaders: t.binlogReaders, Refusals: t.refusals, WaitTimeouts: t.timeouts}
+	if len(t.waiters) > 0 {
+		since := t.waiters[0].since.UTC()
+		st.WaitingSince = &since
+	}
+	dbs := make([]*sql.DB, 0, len(t.pools))
+	for p := range t.pools {
+		dbs = append(dbs, p.db)
+	}
+	b.mu.Unlock()
+	// database/sql's counts, read outside mu: its lock is taken while it
+	// calls into the budget.
+	for _, db := range dbs {
+		s := db.Stats()
+		st.InUse += s.InUse
+		st.Idle += s.Idle
+	}
+	return st
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-mysql-org/go-mysql/client"
+
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
@@ -128,7 +130,7 @@ func hammer(ctx context.Context, db *sql.DB, callers, rounds int, hold time.Dura
 }
 
 // stats returns the budget's one target.
-func stats(t *testing.T, b *Budget) TargetStats {
+func stats(t *testing.T, b *Budget) ServerStats {
 	t.Helper()
 	st := b.Stats()
 	if len(st) != 1 {
@@ -144,6 +146,11 @@ func TestBudget(t *testing.T) {
 	t.Run("BusyPoolSharesWithNewPool", s.testBusyPoolShares)
 	t.Run("ConnectionsAreReusedNotRedialed", s.testReuse)
 	t.Run("WaitBoundIsResumableError", s.testWaitBound)
+	t.Run("SourceKindNamesSourceSettings", s.testSourceKind)
+	t.Run("FlavorLearnedOncePerServer", s.testFlavorOnce)
+	t.Run("SourceStatusAndBinlogReaders", s.testSourceStatus)
+	t.Run("GoMySQLRefusalIsTooManyConnections", s.testGoMySQLRefusal)
+	t.Run("ReservedGroupsDoNotDeadlock", s.testReserve)
 }
 
 // testTooManyConnections: with a budget above the server's max_connections
@@ -314,5 +321,256 @@ func (s *budgetServer) testWaitBound(t *testing.T) {
 	}
 	if st := stats(t, b); st.Timeouts != 1 || st.Waiting != 0 {
 		t.Errorf("stats %+v: want one timeout and nobody waiting", st)
+	}
+}
+
+// testSourceKind: a budget of sources bounds the connections the same way
+// and its wait error names the source, source-connection-limit and the
+// source-side fix, with its own code.
+func (s *budgetServer) testSourceKind(t *testing.T) {
+	b := NewBudget(BudgetOptions{Kind: Sources, MaxWait: time.Second})
+	if b.Limit() != DefaultSourceConnectionLimit {
+		t.Errorf("default limit %d, want %d", b.Limit(), DefaultSourceConnectionLimit)
+	}
+	b = NewBudget(BudgetOptions{Kind: Sources, Limit: 1, MaxWait: time.Second})
+	ep, err := NewEndpoint(s.db, SourceRef("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := b.Open(ep, ep.DriverConfig(), "t1", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	held, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = db.ExecContext(ctx, "SELECT 1")
+	if errs.Code(err) != CodeSourceConnections || !errs.IsResumable(err) {
+		t.Fatalf("error %v: want resumable %s", err, CodeSourceConnections)
+	}
+	for _, part := range []string{`source "s1"`, "the source " + ep.Addr(), "limit 1", "source's max_connections", "source-connection-limit", "mydumper threads"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error does not name %q: %v", part, err)
+		}
+	}
+	if strings.Contains(err.Error(), "target") {
+		t.Errorf("a source's error speaks of a target: %v", err)
+	}
+}
+
+// testFlavorOnce: many callers asking a source's flavor at once make one
+// connection to it, and later callers none; a configured flavor needs no
+// connection.
+func (s *budgetServer) testFlavorOnce(t *testing.T) {
+	b := NewBudget(BudgetOptions{Kind: Sources, Limit: 4})
+	ep, err := NewEndpoint(s.db, SourceRef("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dials := s.status(t, "Connections")
+	var wg sync.WaitGroup
+	got := make([]string, 50)
+	errl := make([]error, len(got))
+	for i := range got {
+		wg.Go(func() { got[i], errl[i] = b.Flavor(ctx, ep, "") })
+	}
+	wg.Wait()
+	if err := errors.Join(errl...); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := b.Flavor(ctx, ep, ""); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if f, err := b.Flavor(ctx, ep, "MySQL"); err != nil || f != config.FlavorMySQL {
+		t.Errorf("configured flavor: %q %v, want mysql", f, err)
+	}
+	dials = s.status(t, "Connections") - dials
+	t.Logf("60 flavor lookups made %d connections", dials)
+	for i, f := range got {
+		if f != config.FlavorMariaDB {
+			t.Fatalf("caller %d: flavor %q, want mariadb", i, f)
+		}
+	}
+	if dials != 1 {
+		t.Errorf("%d connections to learn the flavor, want 1", dials)
+	}
+	if st := stats(t, b); st.Open != 0 || st.Pools != 0 {
+		t.Errorf("stats %+v: the flavor's connection should be closed", st)
+	}
+}
+
+// testSourceStatus: the status of a source counts the budget's open, in
+// use and idle connections and the binlog readers apart.
+func (s *budgetServer) testSourceStatus(t *testing.T) {
+	b := NewBudget(BudgetOptions{Kind: Sources, Limit: 3})
+	ep, err := NewEndpoint(s.db, SourceRef("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := b.Open(ep, ep.DriverConfig(), "t1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	held, err := db.Conn(ctx)
+	if err == nil {
+		err = held.PingContext(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := db.Conn(ctx)
+	if err == nil {
+		err = idle.PingContext(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2 := b.BinlogReader(ep.Addr()), b.BinlogReader(ep.Addr())
+	st := b.ServerStatus(ep.Addr())
+	want := SourceConnections{Source: ep.Addr(), Limit: 3, EffectiveLimit: 3, Open: 2, InUse: 1, Idle: 1, BinlogReaders: 2}
+	if *st != want {
+		t.Errorf("status %+v, want %+v", *st, want)
+	}
+	r1()
+	r1() // done twice counts once
+	if st := stats(t, b); st.BinlogReaders != 1 {
+		t.Errorf("stats %+v: want 1 binlog reader", st)
+	}
+	r2()
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.ServerStatus(ep.Addr()); st.InUse != 0 || st.BinlogReaders != 0 || st.Open != 2 || st.Idle != 2 {
+		t.Errorf("status after release %+v: want 2 open and idle, no reader", *st)
+	}
+}
+
+// testGoMySQLRefusal: the refusal a binlog dump's go-mysql client gets
+// from a server out of connections is recognised as back-pressure, as
+// go-sql-driver's is.
+func (s *budgetServer) testGoMySQLRefusal(t *testing.T) {
+	addr := s.i.Host() + ":" + strconv.Itoa(s.i.Port())
+	var conns []*client.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	var err error
+	for range budgetMaxConnections + 2 {
+		var c *client.Conn
+		if c, err = client.Connect(addr, s.db.User, s.db.Password, ""); err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	if err == nil {
+		t.Fatalf("%d connections with max_connections=%d, none refused", len(conns), budgetMaxConnections)
+	}
+	if !IsTooManyConnections(err) {
+		t.Errorf("refusal after %d connections %v (%T) is not Too many connections", len(conns), err, err)
+	}
+	if IsTooManyConnections(errors.New("Too many connections")) {
+		t.Error("a bare error text counts as Too many connections; want the server's error number")
+	}
+}
+
+// testReserve: callers that each need several connections at once (dumps:
+// readers and a lock session) and start together get them one group
+// after the other, within the limit; taking them one by one instead, each
+// would hold part and wait for the rest from the others (the control
+// half shows that wait).
+func (s *budgetServer) testReserve(t *testing.T) {
+	const limit, group, callers = 5, 3, 4
+	// holdGroup takes group connections of db, all held at once after
+	// ready is closed, for 100ms.
+	holdGroup := func(ctx context.Context, b *Budget, db *sql.DB, reserve bool, ready <-chan struct{}, taken *sync.WaitGroup) error {
+		release := func() {}
+		if reserve {
+			var err error
+			if release, err = b.Reserve(ctx, db, group); err != nil {
+				taken.Done()
+				return err
+			}
+		}
+		defer release()
+		var conns []*sql.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for i := range group {
+			c, err := db.Conn(ctx)
+			if err == nil {
+				err = c.PingContext(ctx)
+			}
+			if err != nil {
+				if i == 0 {
+					taken.Done()
+				}
+				return err
+			}
+			conns = append(conns, c)
+			if i == 0 {
+				taken.Done()
+				if !reserve {
+					// Every caller holds its first connection before any
+					// takes the rest: the worst case of callers starting
+					// together, which reserving rules out.
+					<-ready
+				}
+			}
+		}
+		release()
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	}
+	run := func(reserve bool) (error, ServerStats) {
+		b := NewBudget(BudgetOptions{Kind: Sources, Limit: limit, MaxWait: 3 * time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		ready := make(chan struct{})
+		var taken, wg sync.WaitGroup
+		errl := make([]error, callers)
+		taken.Add(callers)
+		for i := range callers {
+			db := s.open(t, b, fmt.Sprintf("dump%d", i), group+1)
+			defer db.Close() // the next run has the server's connections
+			wg.Go(func() { errl[i] = holdGroup(ctx, b, db, reserve, ready, &taken) })
+		}
+		if !reserve {
+			taken.Wait()
+		}
+		close(ready)
+		wg.Wait()
+		return errors.Join(errl...), stats(t, b)
+	}
+	if err, st := run(false); errs.Code(err) != CodeSourceConnections {
+		t.Errorf("groups taken one by one: %v (stats %+v); want them to wait for each other into the %s error", err, st, CodeSourceConnections)
+	}
+	began := time.Now()
+	err, st := run(true)
+	if err != nil {
+		t.Fatalf("reserved groups: %v", err)
+	}
+	t.Logf("%d reserved groups of %d connections with a limit of %d in %s; stats %+v", callers, group, limit, time.Since(began).Round(time.Millisecond), st)
+	if st.Open > limit || st.Waiting != 0 || st.Timeouts != 0 {
+		t.Errorf("stats %+v: want at most %d connections (idle now), no one waiting or timed out", st, limit)
 	}
 }

@@ -4,7 +4,9 @@
 // and the classification of connection failures caused by TLS. It also asks
 // a server which flavor it is. It owns no pools: callers open and size
 // their own; a Budget bounds the connections of the pools opened through
-// it to each target server (budget.go).
+// it to each target or source server (budget.go), and a budget of sources
+// counts their binlog dumps and learns their flavor once
+// (budget_source.go).
 package dbconn
 
 import (

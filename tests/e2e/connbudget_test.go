@@ -54,6 +54,7 @@ type cbStatus struct {
 		} `json:"errors"`
 		TargetConns *dbconn.TargetConnections `json:"target-connections"`
 	} `json:"subtasks"`
+	SourceConns *dbconn.SourceConnections `json:"source-connections"`
 }
 
 // cbPeaks are the highest numbers the status showed while the test ran.
@@ -104,28 +105,18 @@ func TestManyTasksShareTargetConnections(t *testing.T) {
 	c.waitWorkerAlive("w1")
 
 	began := time.Now()
-	cbStartTasks(t, c, src, tgt)
-	for i := range cbTasks {
-		src.Exec(t, "CREATE DATABASE "+cbDB(i))
-		src.Exec(t, "CREATE TABLE "+cbDB(i)+".t (id INT PRIMARY KEY, n BIGINT NOT NULL, note VARCHAR(64) NULL, KEY (n))")
-	}
-	testutil.Eventually(t, time.Minute, "every task created its table on the target", func() error {
-		var n int
-		err := tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA LIKE 'cb\\_%'").Scan(&n)
-		if err == nil && n != cbTasks {
-			err = fmt.Errorf("%d of %d tables", n, cbTasks)
-		}
-		return err
-	})
+	set := cbSet{tasks: cbTasks, from: `{host: 127.0.0.1, port: %d, user: root, password: ""}`, flavor: "mariadb"}
+	set.start(t, c, src, tgt)
+	set.createTables(t, src, tgtDB, time.Minute)
 	t.Logf("%d tasks running with their tables after %s", cbTasks, time.Since(began).Round(time.Millisecond))
 
 	peaks := &cbPeaks{}
 	stopSampler := cbSample(t, w, peaks)
-	commits := cbWrite(t, srcDB, cbWrites)
+	commits := set.write(t, srcDB, cbTasks, cbWrites)
 	t.Logf("writers stopped after %s: %d transactions on %d databases", cbWrites, commits, cbTasks)
 
 	stopped := time.Now()
-	cbWaitEqual(t, srcDB, tgtDB, cbConverge)
+	set.waitEqual(t, srcDB, tgtDB, cbConverge)
 	stopSampler()
 	t.Logf("every database equal %s after the writers stopped", time.Since(stopped).Round(time.Millisecond))
 
@@ -137,21 +128,34 @@ func TestManyTasksShareTargetConnections(t *testing.T) {
 	}
 }
 
-func cbDB(i int) string { return fmt.Sprintf("cb_%02d", i) }
+func cbDB(i int) string { return fmt.Sprintf("cb_%03d", i) }
 
-// cbStartTasks creates the source (relay on) and the tasks with dmctl,
-// every task starting at the source's current position.
-func cbStartTasks(t *testing.T, c *cluster, src, tgt *mariadbtest.Instance) {
+// cbSet is a set of incremental tasks of one source (cb-src, relay on)
+// into one target, task i replicating database cbDB(i).
+type cbSet struct {
+	tasks int
+	// from is the source's from block, with %d for the port; flavor ""
+	// leaves the flavor for the worker to detect.
+	from, flavor string
+}
+
+// start creates the source and the tasks with dmctl, every task starting
+// at the source's current position.
+func (s cbSet) start(t *testing.T, c *cluster, src, tgt *mariadbtest.Instance) {
 	t.Helper()
 	file, pos, _ := src.MasterStatus(t)
+	flavor := ""
+	if s.flavor != "" {
+		flavor = "flavor: " + s.flavor + "\n"
+	}
 	c.ok("source", "create", writeFile(t, "source.yaml", fmt.Sprintf(`source-id: cb-src
-flavor: mariadb
-enable-relay: true
-from: {host: 127.0.0.1, port: %d, user: root, password: ""}
+%senable-relay: true
+from: `+s.from+`
 checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
-`, src.Port())), "--worker", "w1")
-	for i := range cbTasks {
-		c.ok("task", "start", writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
+`, flavor, src.Port())), "--worker", "w1")
+	files := make([]string, s.tasks)
+	for i := range files {
+		files[i] = writeFile(t, "task.yaml", fmt.Sprintf(`name: %s
 task-mode: incremental
 target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
 mysql-instances:
@@ -160,8 +164,51 @@ mysql-instances:
     block-allow-list: only
 block-allow-list:
   only: {do-dbs: [%s]}
-`, cbDB(i), tgt.Port(), file, pos, cbDB(i))))
+`, cbDB(i), tgt.Port(), file, pos, cbDB(i)))
 	}
+	// cbStarters dmctl processes at a time: one after the other, 200 took
+	// over a minute on two busy cores.
+	results := make([]dmctlResult, s.tasks)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range cbStarters {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = c.run("task", "start", files[i])
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Fatalf("dmctl task start %s: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", cbDB(i), r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// cbStarters is how many dmctl task start run at once.
+const cbStarters = 6
+
+// createTables creates every task's database and table on the source and
+// waits up to d until every one is on the target.
+func (s cbSet) createTables(t *testing.T, src *mariadbtest.Instance, tgtDB *sql.DB, d time.Duration) {
+	t.Helper()
+	for i := range s.tasks {
+		src.Exec(t, "CREATE DATABASE "+cbDB(i))
+		src.Exec(t, "CREATE TABLE "+cbDB(i)+".t (id INT PRIMARY KEY, n BIGINT NOT NULL, note VARCHAR(64) NULL, KEY (n))")
+	}
+	testutil.Eventually(t, d, "every task created its table on the target", func() error {
+		var n int
+		err := tgtDB.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA LIKE 'cb\\_%'").Scan(&n)
+		if err == nil && n != s.tasks {
+			err = fmt.Errorf("%d of %d tables", n, s.tasks)
+		}
+		return err
+	})
 }
 
 // cbSample reads the worker's status every 200ms into peaks until the
@@ -193,9 +240,10 @@ func cbSample(t *testing.T, w *workerProc, peaks *cbPeaks) (stop func()) {
 	return stop
 }
 
-// cbWrite runs one writer per database for d: small transactions of
-// upserts, updates and deletes on random keys. It returns the commits.
-func cbWrite(t *testing.T, db *sql.DB, d time.Duration) int64 {
+// write runs writers writers for d, writer w on the databases i with
+// i % writers == w in turn: small transactions of upserts, updates and
+// deletes on random keys. It returns the commits.
+func (s cbSet) write(t *testing.T, db *sql.DB, writers int, d time.Duration) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), d+time.Minute)
 	defer cancel()
@@ -206,10 +254,16 @@ func cbWrite(t *testing.T, db *sql.DB, d time.Duration) int64 {
 		mu      sync.Mutex
 		failed  []error
 	)
-	for i := range cbTasks {
+	writers = min(writers, s.tasks)
+	for w := range writers {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))
-			for time.Now().Before(deadline) {
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
+			var mine []int
+			for i := w; i < s.tasks; i += writers {
+				mine = append(mine, i)
+			}
+			for n := 0; time.Now().Before(deadline); n++ {
+				i := mine[n%len(mine)]
 				if err := cbTxn(ctx, db, cbDB(i), rng); err != nil && !collision(err) {
 					mu.Lock()
 					failed = append(failed, fmt.Errorf("writer of %s: %w", cbDB(i), err))
@@ -254,11 +308,11 @@ func cbTxn(ctx context.Context, db *sql.DB, schema string, rng *rand.Rand) error
 	return tx.Commit()
 }
 
-// cbWaitEqual waits up to d until CHECKSUM TABLE of every database's table
+// waitEqual waits up to d until CHECKSUM TABLE of every database's table
 // is the same on the target as on the source.
-func cbWaitEqual(t *testing.T, srcDB, tgtDB *sql.DB, d time.Duration) {
+func (s cbSet) waitEqual(t *testing.T, srcDB, tgtDB *sql.DB, d time.Duration) {
 	t.Helper()
-	names := make([]string, cbTasks)
+	names := make([]string, s.tasks)
 	for i := range names {
 		names[i] = cbDB(i) + ".t"
 	}

@@ -31,16 +31,21 @@ const (
 // by QueryTimeout, each server's checks by ServerTimeout, all by ctx. A
 // check cut short by a timeout is a failure naming the error.
 func Run(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig) *Report {
-	return RunBudgeted(ctx, cfg, src, nil)
+	return RunBudgeted(ctx, cfg, src, Budgets{})
 }
 
-// RunBudgeted is Run whose target connections (two at most, for the
-// duration of the checks) come from b, the worker's budget of connections
-// to each target; nil: a pool of its own.
-func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig, b *dbconn.Budget) *Report {
+// Budgets are the worker's budgets of connections the checks take theirs
+// from (two at most of each server, for the duration of the checks); a
+// nil one: a pool of its own.
+type Budgets struct {
+	Targets, Sources *dbconn.Budget
+}
+
+// RunBudgeted is Run whose connections come from b.
+func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.SourceConfig, b Budgets) *Report {
 	r := &Report{Task: cfg.Name, Source: cfg.SourceID}
 	c := newRun(cfg, src)
-	c.budget = b
+	c.budgets = b
 	var (
 		wg       sync.WaitGroup
 		srcItems items
@@ -74,13 +79,13 @@ func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.Sou
 
 // run is what one Run checks with; read-only once built.
 type run struct {
-	cfg    *config.SubTaskConfig
-	src    *config.SourceConfig
-	mode   string
-	cs     bool // names compare case-sensitively
-	tables *filter.Tables
-	router *filter.Router
-	budget *dbconn.Budget // the target's connections; nil: a pool of its own
+	cfg     *config.SubTaskConfig
+	src     *config.SourceConfig
+	mode    string
+	cs      bool // names compare case-sensitively
+	tables  *filter.Tables
+	router  *filter.Router
+	budgets Budgets // where the connections come from
 }
 
 func newRun(cfg *config.SubTaskConfig, src *config.SourceConfig) *run {
@@ -145,7 +150,7 @@ func query[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) 
 // checkSource runs the source's checks and returns its selected tables
 // (nil when they could not be read).
 func (c *run) checkSource(ctx context.Context, l *items) []*table {
-	s := connect(ctx, nil, "", c.src.From, dbconn.SourceRef(c.src.SourceID), "source "+c.src.SourceID, "source_connection",
+	s := connect(ctx, c.budgets.Sources, c.cfg.Name, c.src.From, dbconn.SourceRef(c.src.SourceID), "source "+c.src.SourceID, "source_connection",
 		"the source's privilege, binlog and table checks were not run",
 		"start the server at %s or correct from.host/from.port of the source config (`dmctl source update FILE`), and check that it accepts from.user with from.password from this host", l)
 	if s == nil {
@@ -177,7 +182,7 @@ func (c *run) checkSource(ctx context.Context, l *items) []*table {
 // its meta schema there; it returns the open target, nil when it cannot
 // be reached.
 func (c *run) checkTarget(ctx context.Context, l *items) *server {
-	s := connect(ctx, c.budget, c.cfg.Name, c.cfg.TargetDatabase, dbconn.TargetRef(c.cfg.Name), "target of task "+c.cfg.Name, "target_connection",
+	s := connect(ctx, c.budgets.Targets, c.cfg.Name, c.cfg.TargetDatabase, dbconn.TargetRef(c.cfg.Name), "target of task "+c.cfg.Name, "target_connection",
 		"the target's write and table checks were not run",
 		"start the server at %s or correct target-database host/port in the task file, and check that it accepts target-database.user with its password from this host", l)
 	if s == nil {

@@ -7,7 +7,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
-	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
@@ -15,12 +14,12 @@ import (
 // (with resolved passwords), of the form of unit.PrecheckFunc: it runs
 // Run, logs every warning and failure, and returns Report.Err.
 func Precheck(src *config.SourceConfig, logger *zap.Logger) func(ctx context.Context, cfg *config.SubTaskConfig) error {
-	return PrecheckBudgeted(src, nil, logger)
+	return PrecheckBudgeted(src, Budgets{}, logger)
 }
 
-// PrecheckBudgeted is Precheck whose target connections come from b, the
-// worker's budget of connections to each target (RunBudgeted).
-func PrecheckBudgeted(src *config.SourceConfig, b *dbconn.Budget, logger *zap.Logger) func(ctx context.Context, cfg *config.SubTaskConfig) error {
+// PrecheckBudgeted is Precheck whose connections come from b, the
+// worker's budgets of connections to each target and source (RunBudgeted).
+func PrecheckBudgeted(src *config.SourceConfig, b Budgets, logger *zap.Logger) func(ctx context.Context, cfg *config.SubTaskConfig) error {
 	return func(ctx context.Context, cfg *config.SubTaskConfig) error {
 		began := time.Now()
 		r := RunBudgeted(ctx, cfg, src, b)

@@ -49,8 +49,27 @@ type Dumper struct {
 	tables  *filter.Tables
 	fp      string
 
+	// sources is the worker's budget of source connections
+	// (UseSourceBudget, before Init); nil: a pool of its own.
+	sources *dbconn.Budget
+
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	source *sql.DB
+}
+
+// UseSourceBudget makes the unit's source pool take its connections from
+// b, the worker's budget of connections to each source: a dump holds
+// mydumper.threads readers and its lock session at once, fewer readers
+// when the budget's limit is smaller (see readers). Call it before Init.
+func (d *Dumper) UseSourceBudget(b *dbconn.Budget) { d.sources = b }
+
+// readers is the number of reader sessions a dump holds: threads, within
+// the budget of source connections (its limit less the lock session).
+func (d *Dumper) readers() int {
+	if d.sources == nil {
+		return d.threads
+	}
+	return max(1, min(d.threads, d.sources.Limit()-1))
 }
 
 var (
@@ -152,7 +171,7 @@ func (d *Dumper) Init(context.Context) error {
 	if d.source != nil {
 		return nil
 	}
-	db, err := openSource(d.src, d.threads+2)
+	db, err := openSource(d.sources, d.src, d.cfg.Name, d.readers()+2)
 	if err != nil {
 		return err
 	}
@@ -161,8 +180,9 @@ func (d *Dumper) Init(context.Context) error {
 }
 
 // openSource opens a pool to the source whose connections read raw bytes
-// (no parseTime); session settings are made per connection (session.go).
-func openSource(src *config.SourceConfig, maxConns int) (*sql.DB, error) {
+// (no parseTime), from budget b for task owner (nil: a pool of its own);
+// session settings are made per connection (session.go).
+func openSource(b *dbconn.Budget, src *config.SourceConfig, owner string, maxConns int) (*sql.DB, error) {
 	ep, err := dbconn.NewEndpoint(src.From, dbconn.SourceRef(src.SourceID))
 	if err != nil {
 		return nil, errs.New(CodeDumpConfig, false, "dump: %w", err)
@@ -170,6 +190,13 @@ func openSource(src *config.SourceConfig, maxConns int) (*sql.DB, error) {
 	cfg := ep.DriverConfig()
 	cfg.ParseTime = false
 	cfg.InterpolateParams = false
+	if b != nil {
+		db, err := b.Open(ep, cfg, owner, maxConns)
+		if err != nil {
+			return nil, errs.New(CodeDumpConfig, false, "dump: %w", err)
+		}
+		return db, nil
+	}
 	db, err := ep.Open(cfg)
 	if err != nil {
 		return nil, errs.New(CodeDumpConfig, false, "dump: %w", err)

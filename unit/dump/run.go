@@ -73,10 +73,23 @@ func (d *Dumper) run(ctx context.Context) error {
 func (d *Dumper) dump(ctx context.Context) error {
 	started := time.Now()
 	d.prog.reset(started)
-	// threads readers, the lock session and one spare; Update may have
+	// The readers, the lock session and one spare; Update may have
 	// changed threads since Init.
-	d.source.SetMaxOpenConns(d.threads + 2)
-	snap, err := takeSnapshot(ctx, d.source, d.threads, d.lockWait, d.logger)
+	readers := d.readers()
+	if d.sources == nil {
+		d.source.SetMaxOpenConns(readers + 2)
+	} else {
+		d.sources.Resize(d.source, readers+2)
+	}
+	// Every session of the snapshot is open at once: their tokens of the
+	// source budget are taken together, so that dumps starting together
+	// never each hold part of theirs and wait for the rest.
+	release, err := d.sources.Reserve(ctx, d.source, readers+1)
+	if err != nil {
+		return errs.Wrap(err, CodeDumpSnapshot, "dump: take %d connections to the source for the snapshot", readers+1)
+	}
+	snap, err := takeSnapshot(ctx, d.source, readers, d.lockWait, d.logger)
+	release()
 	if err != nil {
 		return err
 	}

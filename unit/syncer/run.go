@@ -209,7 +209,7 @@ func (s *Syncer) streamOpener() binlog.StreamOpener {
 		opener = s.relay()
 	}
 	if opener == nil {
-		opener = upstream.NewOpener(s.src, s.source, s.flavor, s.serverID)
+		opener = upstream.NewOpener(s.src, s.source, s.flavor, s.serverID, s.sources)
 	}
 	return opener
 }

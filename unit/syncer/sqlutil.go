@@ -19,6 +19,13 @@ func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") 
 // own). Call it before Init.
 func (s *Syncer) UseConnBudget(b *dbconn.Budget) { s.budget = b }
 
+// UseSourceBudget makes the unit learn the source's flavor from b, the
+// worker's budget of source connections (once per source, for every
+// task), and count its own binlog dump there when it reads the source
+// directly (nil: a connection of its own for the flavor). Call it before
+// Init.
+func (s *Syncer) UseSourceBudget(b *dbconn.Budget) { s.sources = b }
+
 // openTarget opens a pool of at most maxConns connections to the target,
 // from the unit's connection budget. Sessions use UTC for TIMESTAMP
 // values (the binlog carries them as UTC instants; a time_zone in the
@@ -43,16 +50,6 @@ func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) 
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	return pool, nil
-}
-
-// openSource opens a small pool to the source for queries (flavor).
-func openSource(ep *dbconn.Endpoint) (*sql.DB, error) {
-	pool, err := ep.Open(ep.DriverConfig())
-	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
-	}
-	pool.SetMaxOpenConns(2)
 	return pool, nil
 }
 

@@ -40,6 +40,7 @@ type Syncer struct {
 	router   *filter.Router
 	serverID uint32
 	budget   *dbconn.Budget // target connections (UseConnBudget, before Init); nil: a pool of its own
+	sources  *dbconn.Budget // source connections and facts (UseSourceBudget, before Init); nil: none
 
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	target *sql.DB
@@ -171,19 +172,9 @@ func (s *Syncer) Init(ctx context.Context) error {
 	if err := store.prepare(ctx); err != nil {
 		return closeAfter(db, err)
 	}
-	flavor := strings.ToLower(s.src.Flavor)
-	if flavor == "" {
-		srcDB, err := openSource(source)
-		if err != nil {
-			return closeAfter(db, errs.New(CodeConfig, false, "sync: %w", err))
-		}
-		flavor, err = dbconn.DetectFlavor(ctx, srcDB)
-		if cerr := srcDB.Close(); cerr != nil {
-			s.logger.Warn("close source pool", zap.Error(cerr))
-		}
-		if err != nil {
-			return closeAfter(db, errs.Wrap(err, CodeReadBinlog, "sync: source %s", s.cfg.SourceID))
-		}
+	flavor, err := s.sources.Flavor(ctx, source, s.src.Flavor)
+	if err != nil {
+		return closeAfter(db, errs.Wrap(err, CodeReadBinlog, "sync: source %s", s.cfg.SourceID))
 	}
 	s.target, s.store, s.flavor, s.source = db, store, flavor, source
 	return nil

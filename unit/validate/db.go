@@ -34,10 +34,18 @@ func openPool(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
 // so a budget smaller than the pool cannot deadlock it.
 func (v *Validator) UseConnBudget(b *dbconn.Budget) { v.budget = b }
 
-// openPool is openPool from the validator's budget when ep is the
-// subtask's target.
+// UseSourceBudget makes the validator's source pool (the staleness
+// check's row reads) take its connections from b, the worker's budget of
+// source connections, learn the flavor there once per source, and count
+// its own binlog dump there when it reads the source directly. The
+// staleness check reads one row set at a time, so the budget cannot
+// deadlock it. Call it before Start.
+func (v *Validator) UseSourceBudget(b *dbconn.Budget) { v.sources = b }
+
+// openPool is openPool from the validator's budget of targets when ep is
+// the subtask's target, of sources when it is the source.
 func (v *Validator) openPool(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
-	var b *dbconn.Budget
+	b := v.sources
 	if ep.Ref == dbconn.TargetRef(v.cfg.Name) {
 		b = v.budget
 	}

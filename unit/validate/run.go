@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,12 +165,9 @@ func (v *Validator) waitSync(ctx context.Context) (binlog.Location, error) {
 // flavor and how long the stream may stay silent (0 for relay).
 func (r *run) streamOpener(ctx context.Context) (binlog.StreamOpener, string, time.Duration, error) {
 	v := r.v
-	flavor := strings.ToLower(v.src.Flavor)
-	if flavor == "" {
-		var err error
-		if flavor, err = dbconn.DetectFlavor(ctx, r.srcDB); err != nil {
-			return nil, "", 0, errs.Wrap(err, CodeRead, "validate: source %s", v.src.SourceID)
-		}
+	flavor, err := v.sources.Flavor(ctx, r.srcEP, v.src.Flavor)
+	if err != nil {
+		return nil, "", 0, errs.Wrap(err, CodeRead, "validate: source %s", v.src.SourceID)
 	}
 	if v.relay != nil {
 		if o := v.relay(); o != nil {
@@ -179,7 +175,7 @@ func (r *run) streamOpener(ctx context.Context) (binlog.StreamOpener, string, ti
 		}
 	}
 	id := upstream.ServerID("validator/"+v.cfg.Name, v.cfg.SourceID)
-	return upstream.NewOpener(v.src, r.srcEP, flavor, id), flavor, upstream.SilenceLimit, nil
+	return upstream.NewOpener(v.src, r.srcEP, flavor, id, v.sources), flavor, upstream.SilenceLimit, nil
 }
 
 // run reads from start until ctx ends or something fails, with the judge,

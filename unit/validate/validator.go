@@ -36,8 +36,9 @@ type Validator struct {
 	workers int
 	// limit bounds the unjudged rows held in memory (back-pressure on the
 	// binlog reader beyond it).
-	limit  int
-	budget *dbconn.Budget // target connections (UseConnBudget, before Start); nil: pools of its own
+	limit   int
+	budget  *dbconn.Budget // target connections (UseConnBudget, before Start); nil: pools of its own
+	sources *dbconn.Budget // source connections (UseSourceBudget, before Start); nil: a pool of its own
 
 	mu sync.Mutex
 	// guarded by mu:

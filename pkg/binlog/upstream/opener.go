@@ -21,6 +21,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/backoff"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 )
@@ -54,9 +55,11 @@ type Opener struct {
 	cfg     replication.BinlogSyncerConfig
 	ep      *dbconn.Endpoint
 	useGTID bool
+	readers *dbconn.Budget // counts the open dump (BinlogReader); nil: no one
 
 	mu     sync.Mutex
 	syncer *replication.BinlogSyncer // the open stream's; nil when closed
+	done   func()                    // ends the open stream's count
 }
 
 var _ binlog.StreamOpener = (*Opener)(nil)
@@ -64,11 +67,14 @@ var _ binlog.StreamOpener = (*Opener)(nil)
 // NewOpener returns an Opener for the source src, reached through ep (its
 // TLS settings and error descriptions), announcing itself as replica
 // serverID. flavor is the source's (mysql.MariaDBFlavor or
-// mysql.MySQLFlavor); src.From.Password must be resolved already.
-func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32) *Opener {
+// mysql.MySQLFlavor); src.From.Password must be resolved already. The
+// open dump counts as a binlog reader of the source in readers, the
+// worker's budget of source connections (nil: not counted).
+func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32, readers *dbconn.Budget) *Opener {
 	return &Opener{
 		ep:      ep,
 		useGTID: src.EnableGTID,
+		readers: readers,
 		cfg: replication.BinlogSyncerConfig{
 			ServerID:                serverID,
 			Flavor:                  flavor,
@@ -94,9 +100,27 @@ func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, ser
 
 // Open starts a binlog dump at loc: at loc.GTID when the source uses GTID
 // (enable-gtid) or no file is known, else at loc.Name/loc.Pos. A stream
-// opened before is closed first.
+// opened before is closed first. A source that refuses the connection for
+// lack of connections ("Too many connections") is asked again with
+// backoff (100ms doubling to 5s) for up to dbconn.DefaultMaxConnWait
+// before its error is returned: back-pressure, not a failed reader.
 func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	o.Close()
+	bo := backoff.New(100*time.Millisecond, 5*time.Second)
+	began := time.Now()
+	for {
+		st, err := o.open(ctx, loc)
+		if err == nil || !dbconn.IsTooManyConnections(err) || time.Since(began) >= dbconn.DefaultMaxConnWait {
+			return st, err
+		}
+		if !backoff.Sleep(ctx, backoff.RealClock{}, bo.Next()) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// open is one attempt of Open.
+func (o *Opener) open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	dl := &binlog.DeadlineDialer{Timeout: SilenceLimit}
 	cfg := o.cfg
 	cfg.Dialer = dl.Dial
@@ -128,7 +152,7 @@ func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer
 		return nil, fmt.Errorf("binlog dump from %s:%d: %w", o.cfg.Host, o.cfg.Port, err)
 	}
 	o.mu.Lock()
-	o.syncer = s
+	o.syncer, o.done = s, o.readers.BinlogReader(o.ep.Addr())
 	o.mu.Unlock()
 	return st, nil
 }
@@ -136,10 +160,11 @@ func (o *Opener) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer
 // Close ends the open stream, if any.
 func (o *Opener) Close() {
 	o.mu.Lock()
-	s := o.syncer
-	o.syncer = nil
+	s, done := o.syncer, o.done
+	o.syncer, o.done = nil, nil
 	o.mu.Unlock()
 	if s != nil {
 		s.Close()
+		done()
 	}
 }
