@@ -15,6 +15,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -67,22 +68,49 @@ const systemSchemas = "('mysql','information_schema','performance_schema','sys')
 
 // Read returns the foreign keys whose child table is in one of schemas
 // (every schema but the system ones when schemas is empty), sorted by
-// child table and name.
-func Read(ctx context.Context, db *sql.DB, schemas []string) (_ []Key, err error) {
-	cond := "rc.CONSTRAINT_SCHEMA NOT IN " + systemSchemas
+// child table and name. The keys and their columns come from
+// KEY_COLUMN_USAGE, which a user with SELECT sees; their actions from
+// REFERENTIAL_CONSTRAINTS, which MariaDB shows only to a user with more
+// than SELECT on the table, else from the child's SHOW CREATE TABLE.
+func Read(ctx context.Context, db *sql.DB, schemas []string) ([]Key, error) {
+	cond := "k.TABLE_SCHEMA NOT IN " + systemSchemas
 	args := make([]any, 0, len(schemas))
 	if len(schemas) > 0 {
-		cond = "rc.CONSTRAINT_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
+		cond = "k.TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
 		for _, s := range schemas {
 			args = append(args, s)
 		}
 	}
-	rows, err := db.QueryContext(ctx, "SELECT rc.CONSTRAINT_SCHEMA, rc.TABLE_NAME, rc.CONSTRAINT_NAME, "+
-		"rc.UNIQUE_CONSTRAINT_SCHEMA, rc.REFERENCED_TABLE_NAME, rc.DELETE_RULE, rc.UPDATE_RULE, "+
-		"k.COLUMN_NAME, IFNULL(k.REFERENCED_COLUMN_NAME, '') "+
-		"FROM information_schema.REFERENTIAL_CONSTRAINTS rc JOIN information_schema.KEY_COLUMN_USAGE k "+
-		"ON k.CONSTRAINT_SCHEMA = rc.CONSTRAINT_SCHEMA AND k.TABLE_NAME = rc.TABLE_NAME AND k.CONSTRAINT_NAME = rc.CONSTRAINT_NAME "+
-		"WHERE "+cond+" ORDER BY rc.CONSTRAINT_SCHEMA, rc.TABLE_NAME, rc.CONSTRAINT_NAME, k.ORDINAL_POSITION", args...)
+	keys, err := readKeys(ctx, db, "SELECT k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, "+
+		"k.REFERENCED_TABLE_SCHEMA, k.REFERENCED_TABLE_NAME, IFNULL(rc.DELETE_RULE, ''), IFNULL(rc.UPDATE_RULE, ''), "+
+		"k.COLUMN_NAME, k.REFERENCED_COLUMN_NAME "+
+		"FROM information_schema.KEY_COLUMN_USAGE k LEFT JOIN information_schema.REFERENTIAL_CONSTRAINTS rc "+
+		"ON rc.CONSTRAINT_SCHEMA = k.CONSTRAINT_SCHEMA AND rc.TABLE_NAME = k.TABLE_NAME AND rc.CONSTRAINT_NAME = k.CONSTRAINT_NAME "+
+		"WHERE k.REFERENCED_TABLE_NAME IS NOT NULL AND "+cond+
+		" ORDER BY k.TABLE_SCHEMA, k.TABLE_NAME, k.CONSTRAINT_NAME, k.ORDINAL_POSITION", args...)
+	if err != nil {
+		return nil, err
+	}
+	created := map[filter.TableName]string{}
+	for i := range keys {
+		k := &keys[i]
+		if k.OnDelete != "" && k.OnUpdate != "" {
+			continue
+		}
+		def, ok := created[k.Child]
+		if !ok {
+			if err := db.QueryRowContext(ctx, "SHOW CREATE TABLE "+k.Child.String()).Scan(new(string), &def); err != nil {
+				return nil, fmt.Errorf("read the foreign key actions of %s: %w", k.Child, err)
+			}
+			created[k.Child] = def
+		}
+		k.OnDelete, k.OnUpdate = actionsIn(def, k.Name)
+	}
+	return keys, nil
+}
+
+func readKeys(ctx context.Context, db *sql.DB, query string, args ...any) (_ []Key, err error) {
+	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read foreign keys from information_schema: %w", err)
 	}
@@ -107,6 +135,30 @@ func Read(ctx context.Context, db *sql.DB, schemas []string) (_ []Key, err error
 		return nil, fmt.Errorf("read foreign keys: %w", err)
 	}
 	return out, nil
+}
+
+// actionRE finds a referential action in a constraint's line of SHOW
+// CREATE TABLE.
+var actionRE = regexp.MustCompile(`ON (DELETE|UPDATE) (CASCADE|SET NULL|SET DEFAULT|RESTRICT|NO ACTION)`)
+
+// actionsIn returns the actions of constraint name in a SHOW CREATE TABLE
+// text; an action the text leaves out is RESTRICT, the default.
+func actionsIn(def, name string) (onDelete, onUpdate string) {
+	onDelete, onUpdate = "RESTRICT", "RESTRICT"
+	prefix := "CONSTRAINT " + filter.QuoteName(name) + " FOREIGN KEY"
+	for _, line := range strings.Split(def, "\n") {
+		if !strings.Contains(line, prefix) {
+			continue
+		}
+		for _, m := range actionRE.FindAllStringSubmatch(line, -1) {
+			if m[1] == "DELETE" {
+				onDelete = m[2]
+			} else {
+				onUpdate = m[2]
+			}
+		}
+	}
+	return onDelete, onUpdate
 }
 
 // fold is the form tables are compared in: lower case, so that a server

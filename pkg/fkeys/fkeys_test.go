@@ -88,3 +88,18 @@ func TestMissing(t *testing.T) {
 		t.Errorf("problems not sorted by child table: %+v", got)
 	}
 }
+
+func TestActionsIn(t *testing.T) {
+	def := "CREATE TABLE `c` (\n  `id` int(11) NOT NULL,\n  `p` int(11) DEFAULT NULL,\n" +
+		"  CONSTRAINT `a` FOREIGN KEY (`p`) REFERENCES `p` (`id`) ON DELETE CASCADE ON UPDATE SET NULL,\n" +
+		"  CONSTRAINT `b` FOREIGN KEY (`p`) REFERENCES `p` (`id`) ON UPDATE CASCADE,\n" +
+		"  CONSTRAINT `c` FOREIGN KEY (`p`) REFERENCES `p` (`id`)\n) ENGINE=InnoDB"
+	for name, want := range map[string][2]string{
+		"a": {"CASCADE", "SET NULL"}, "b": {"RESTRICT", "CASCADE"}, "c": {"RESTRICT", "RESTRICT"},
+	} {
+		d, u := actionsIn(def, name)
+		if d != want[0] || u != want[1] {
+			t.Errorf("actionsIn(%s) = %s, %s; want %v", name, d, u, want)
+		}
+	}
+}
