@@ -11,6 +11,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/fkeys"
 )
 
 // Time bounds of Run.
@@ -51,6 +52,7 @@ func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.Sou
 		srcItems items
 		tgtItems items
 		tables   []*table
+		srcKeys  []fkeys.Key
 		target   *server
 	)
 	wg.Add(2)
@@ -58,7 +60,7 @@ func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.Sou
 		defer wg.Done()
 		sctx, cancel := context.WithTimeout(ctx, ServerTimeout)
 		defer cancel()
-		tables = c.checkSource(sctx, &srcItems)
+		tables, srcKeys = c.checkSource(sctx, &srcItems)
 	}()
 	go func() {
 		defer wg.Done()
@@ -70,6 +72,9 @@ func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.Sou
 	if target != nil {
 		if tables != nil {
 			c.checkTargetTables(ctx, target, tables, &tgtItems)
+			if c.syncs() {
+				c.checkForeignKeys(ctx, target, srcKeys, &tgtItems)
+			}
 		}
 		target.close()
 	}
@@ -148,13 +153,15 @@ func query[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) 
 }
 
 // checkSource runs the source's checks and returns its selected tables
-// (nil when they could not be read).
-func (c *run) checkSource(ctx context.Context, l *items) []*table {
+// (nil when they could not be read) and, in modes that sync, its foreign
+// keys (nil when it has none, or when they could not be read, which is a
+// warning item).
+func (c *run) checkSource(ctx context.Context, l *items) ([]*table, []fkeys.Key) {
 	s := connect(ctx, c.budgets.Sources, c.cfg.Name, c.src.From, dbconn.SourceRef(c.src.SourceID), "source "+c.src.SourceID, "source_connection",
 		"the source's privilege, binlog and table checks were not run",
 		"start the server at %s or correct from.host/from.port of the source config (`dmctl source update FILE`), and check that it accepts from.user with from.password from this host", l)
 	if s == nil {
-		return nil
+		return nil, nil
 	}
 	defer s.close()
 	var g *grants
@@ -172,10 +179,19 @@ func (c *run) checkSource(ctx context.Context, l *items) []*table {
 	if err != nil {
 		l.failErr(err, "source_tables", s.what, "give the source user SELECT on the selected tables",
 			"read the selected tables of %s from information_schema: %v", s.what, err)
-		return nil
+		return nil, nil
 	}
 	c.checkSelected(s, tables, g, l)
-	return tables
+	if !c.syncs() {
+		return tables, nil
+	}
+	keys, err := query(ctx, func(ctx context.Context) ([]fkeys.Key, error) { return fkeys.Read(ctx, s.db, nil) })
+	if err != nil {
+		l.warn("foreign_keys", s.what, "give the source user SELECT on information_schema of the selected schemas",
+			"read the foreign keys of %s: %v; whether the target reproduces the source's cascades was not checked", s.what, err)
+		return tables, nil
+	}
+	return tables, keys
 }
 
 // checkTarget connects to the target and checks that the task can write

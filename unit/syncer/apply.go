@@ -134,6 +134,9 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 			highest = c.loc
 		}
 	}
+	if fk, ok := w.store.fkPointStmt(batch); ok {
+		stmts = append(stmts, fk)
+	}
 	stmts = append(stmts, w.store.safePointStmt(w.id, highest))
 	began := time.Now()
 	// A batch sent to the target runs to its end even when the run is

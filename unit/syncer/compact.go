@@ -220,8 +220,9 @@ func upsertStmt(ti *tableInfo, rows [][]any) stmt {
 
 // compact splits a batch: the changes of target tables whose every change
 // comes from a compactable table are reduced to end states; the rest keep
-// their order. Changes of different tables commute (unique keys are per
-// table and target sessions run without foreign key checks).
+// their order. Changes of different compactable tables commute: unique keys
+// are per table, and a table a foreign key of the target touches is never
+// compactable (foreign_keys.go).
 func compact(changes []*change) (stmts []stmt, rest []*change) {
 	mixed := map[tableName]bool{}
 	some := false

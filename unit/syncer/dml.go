@@ -38,6 +38,11 @@ type change struct {
 	loc binlog.Location
 	// safe applies the change idempotently (REPLACE, DELETE + REPLACE).
 	safe bool
+	// fkChecks: the source session wrote the change with
+	// foreign_key_checks on; it matters for tables of a foreign key group.
+	fkChecks bool
+	// row is the change's index among the rows event's changes.
+	row int
 }
 
 // stmt is one statement with its arguments.
@@ -212,11 +217,19 @@ func (l *stmtList) flush() {
 // deletes from one table with a key become one DELETE (deleting distinct
 // rows commutes; a key deleted twice matches nothing the second time);
 // adjacent REPLACEs (safe mode) of one table become one multi-row REPLACE.
+//
+// Changes of tables in a foreign key group are written one by one in order,
+// with the source session's foreign_key_checks (groupStatements).
 func statements(changes []*change) []stmt {
 	out, changes := compact(changes)
 	l := stmtList{out: out}
+	var fk fkSession
 	for i := 0; i < len(changes); {
 		c := changes[i]
+		if c.table.fkGroup != "" {
+			i = groupStatements(&l, &fk, changes, i)
+			continue
+		}
 		j := i + 1
 		switch c.kind {
 		case kindInsert:
@@ -255,6 +268,7 @@ func statements(changes []*change) []stmt {
 		}
 		i = j
 	}
+	fk.restore(&l)
 	l.flush()
 	return l.out
 }
@@ -262,10 +276,15 @@ func statements(changes []*change) []stmt {
 // causalityKeys appends to keys what c conflicts on, hashed: every unique
 // key's values (old and new row; text folded to lower case, as the usual
 // case-insensitive collations compare), or the table itself when it has no
-// key. Two changes sharing a hash stay in order on one worker; a collision
-// of different keys only costs parallelism. buf is scratch space.
+// key; for a table of a foreign key group, the group alone, so that every
+// change of the group stays in order on one worker. Two changes sharing a
+// hash stay in order on one worker; a collision of different keys only
+// costs parallelism. buf is scratch space.
 func causalityKeys(keys []uint64, c *change, seed maphash.Seed, buf []byte) ([]uint64, []byte) {
 	ti := c.table
+	if ti.fkGroup != "" {
+		return appendGroupKey(keys, ti, seed, buf)
+	}
 	buf = append(buf[:0], ti.target.Schema...)
 	buf = append(buf, 0)
 	buf = append(buf, ti.target.Table...)

@@ -13,6 +13,9 @@
 // unit resumes at the checkpoint and runs in safe mode (INSERT as REPLACE,
 // UPDATE as DELETE + REPLACE) until it has passed the highest recorded
 // location, so replaying changes that were already applied is idempotent.
+// Tables that foreign keys of the target connect are the exception: they are
+// applied exactly once instead (foreign_keys.go), because replaying a
+// parent's change re-runs its cascades.
 // A DDL is recorded as pending in the checkpoint before it runs; if the
 // process dies before the checkpoint after it, the replayed DDL tolerates
 // "already done" errors (duplicate column, table exists...).

@@ -53,6 +53,9 @@ type reader struct {
 	// safeUntil: changes up to here may already be applied (safe mode).
 	safeUntil  binlog.Location
 	pendingDDL binlog.Location // from the checkpoint: DDL that may have run
+	// fkApplied: the last applied change of each foreign key group table
+	// (see foreign_keys.go); read at the run's start.
+	fkApplied map[tableName]fkPoint
 
 	saved    binlog.Location // last saved checkpoint
 	savedAt  time.Time
@@ -98,6 +101,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if err != nil {
 		return readError(err)
 	}
+	s.warnForeignKeys(ctx)
 	s.logger.Info("sync unit starts reading binlog", zap.Stringer("from", start.cp.loc), zap.String("gtid", start.cp.loc.GTID),
 		zap.Stringer("safe-mode-until", start.safeUntil), zap.Stringer("pending-ddl", start.cp.pendingDDL))
 
@@ -153,6 +157,7 @@ type runStart struct {
 	cp        savedCheckpoint
 	safeUntil binlog.Location // safe mode up to here; zero when not needed
 	gset      mysql.GTIDSet   // the GTID set of cp.loc
+	fkApplied map[tableName]fkPoint
 }
 
 // startPoint saves what the last run could not, then returns the saved
@@ -184,7 +189,11 @@ func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
 	if err != nil {
 		return runStart{}, errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
 	}
-	return runStart{cp: cp, safeUntil: safeUntil, gset: gset}, nil
+	fkApplied, err := s.store.loadFKPoints(ctx)
+	if err != nil {
+		return runStart{}, err
+	}
+	return runStart{cp: cp, safeUntil: safeUntil, gset: gset, fkApplied: fkApplied}, nil
 }
 
 // metaStart is the location the subtask's meta names, for a first run.
@@ -268,7 +277,8 @@ func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 	loc := start.cp.loc
 	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
 		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
-		saved: loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
+		fkApplied: start.fkApplied,
+		saved:     loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.markGap = min(r.interval, markEvery)
 	r.ddl = s.newDDLApplier(r)
@@ -387,17 +397,29 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		r.safeUntil = binlog.Location{}
 	}
 	safe := r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
+	fkChecks := e.Flags&rowsNoForeignKeyChecks == 0
 	loc := binlog.Location{Name: r.tr.Cur.Name, Pos: r.tr.Cur.Pos}
 	step := 1
 	if kind == kindUpdate {
 		step = 2
 	}
+	// A foreign key group table's changes up to its apply point are on the
+	// target; the others are not: no safe mode for them (foreign_keys.go).
+	point, exact := fkPoint{}, false
+	if ti.fkGroup != "" {
+		if point, exact = r.fkApplied[ti.source]; exact {
+			safe = r.cfg.Syncer.SafeMode
+		}
+	}
 	// One allocation for the event's changes; the rows event is the read
 	// loop's alone, so its row images are converted in place.
 	changes := make([]change, len(e.Rows)/step)
 	for i := 0; i+step <= len(e.Rows); i += step {
+		if exact && point.covers(loc, i/step) {
+			continue
+		}
 		c := &changes[i/step]
-		*c = change{kind: kind, table: ti, loc: loc, safe: safe}
+		*c = change{kind: kind, table: ti, loc: loc, safe: safe, fkChecks: fkChecks, row: i / step}
 		first, err := ti.convertRowInPlace(e.Rows[i])
 		if err != nil {
 			return err

@@ -31,8 +31,10 @@ func (s *Syncer) UseSourceBudget(b *dbconn.Budget) { s.sources = b }
 // values (the binlog carries them as UTC instants; a time_zone in the
 // target's session block is overridden, as in DM), and unless the session
 // block sets them, a permissive sql_mode that keeps zero dates and explicit
-// zeros in AUTO_INCREMENT columns, and no foreign key checks (parallel apply
-// orders changes by row, not by table).
+// zeros in AUTO_INCREMENT columns, and no foreign key checks: DDL,
+// checkpoints and tables no foreign key touches run that way; a batch sets
+// the source session's setting around the statements of foreign key group
+// tables (foreign_keys.go).
 //
 // No code of the unit holds a connection of the pool while it waits for
 // another (each apply worker, the checkpoint flush and the DDL applier use

@@ -58,6 +58,7 @@ type progress struct {
 	safeMode       bool
 	warnings       []string
 	warned         map[tableName]bool
+	fkWarned       map[string]bool // foreign key warnings given
 	stuckOn        string
 	// read is the location read so far and applied the newest location
 	// all of whose changes are on the target (SyncProgress).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/fkeys"
 )
 
 // binaryCollation is the collation id of the binary character set.
@@ -40,6 +41,11 @@ type tableInfo struct {
 	// compact: a batch's changes of the table may be reduced to each key's
 	// end state (see compact.go).
 	compact bool
+	// fkGroup names the group of target tables foreign keys connect this
+	// table's target table to ("" when no key of the target touches it):
+	// its changes are applied in binlog order on one worker, with the
+	// source session's foreign_key_checks (see foreign_keys.go).
+	fkGroup string
 	// shape is the table map the info was built from, to notice changes.
 	shape *replication.TableMapEvent
 }
@@ -72,6 +78,9 @@ type tableCache struct {
 	route  *filter.Router
 	infos  map[tableName]*tableInfo
 	target map[tableName]*targetTable
+	// groups are the target's foreign key groups, read with the first
+	// table after a DDL; nil until then.
+	groups *fkeys.Groups
 }
 
 func newTableCache(db *sql.DB, r *filter.Router) *tableCache {
@@ -82,6 +91,7 @@ func newTableCache(db *sql.DB, r *filter.Router) *tableCache {
 func (c *tableCache) invalidate() {
 	clear(c.infos)
 	clear(c.target)
+	c.groups = nil
 }
 
 // realType resolves ENUM and SET, which the table map writes as STRING.
@@ -123,6 +133,9 @@ func (c *tableCache) get(ctx context.Context, tm *replication.TableMapEvent) (*t
 	}
 	ti, err := buildTableInfo(src, target, tm, tt)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.setForeignKeyGroup(ctx, ti); err != nil {
 		return nil, err
 	}
 	c.infos[src] = ti

@@ -81,11 +81,12 @@ func estimateSQLSize(s stmt) int {
 	return n
 }
 
-// rollbackConn ends a failed transaction on conn. When ROLLBACK fails (a
+// rollbackConn ends a failed transaction on conn and restores the
+// foreign_key_checks the batch may have changed (fkSession). When ROLLBACK fails (a
 // lost connection, a cancelled ctx) the connection is marked bad so the pool
 // closes it instead of reusing it, and its server session rolls back.
 func rollbackConn(ctx context.Context, conn *sql.Conn) error {
-	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err == nil {
+	if _, err := conn.ExecContext(ctx, "ROLLBACK;"+fkRestoreAfterRollback); err == nil {
 		return nil
 	}
 	err := conn.Raw(func(any) error { return driver.ErrBadConn })

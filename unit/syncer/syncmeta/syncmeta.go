@@ -1,7 +1,7 @@
 // Package syncmeta names the tables the sync unit keeps in the meta schema
-// on the target (checkpoints and safe points, one row per task and source)
-// and removes one task's rows from them, for `dmctl task start
-// --remove-meta`. It imports nothing of the sync unit, so dmctl can use it
+// on the target (checkpoints, safe points and foreign key tables' apply
+// points, keyed by task and source) and removes one task's rows from them,
+// for `dmctl task start --remove-meta`. It imports nothing of the sync unit, so dmctl can use it
 // without linking the unit; the sync unit takes its table names from here.
 // It never touches a row of another task.
 package syncmeta
@@ -17,15 +17,18 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 )
 
-// The sync unit's tables in the meta schema; both are keyed by (task,
+// The sync unit's tables in the meta schema; all are keyed by (task,
 // source, ...).
 const (
 	CheckpointTable = "syncer_checkpoint"
 	SafePointTable  = "syncer_safe_point"
+	// FKPointTable holds, per source table of a foreign key group, the
+	// last row change applied (the sync unit's foreign_keys.go).
+	FKPointTable = "syncer_fk_point"
 )
 
 // Tables lists every table of the sync unit in the meta schema.
-var Tables = []string{CheckpointTable, SafePointTable}
+var Tables = []string{CheckpointTable, SafePointTable, FKPointTable}
 
 // CreateStatements returns the statements that create schema and the sync
 // unit's tables in it when missing; the sync unit runs them before it reads
@@ -44,6 +47,11 @@ func CreateStatements(schema string) []string {
   task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL, worker INT NOT NULL,
   binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL,
   PRIMARY KEY (task, source, worker))`,
+		"CREATE TABLE IF NOT EXISTS " + table(FKPointTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
+  source_schema VARCHAR(64) NOT NULL, source_table VARCHAR(64) NOT NULL,
+  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, row_index INT UNSIGNED NOT NULL,
+  PRIMARY KEY (task, source, source_schema, source_table))`,
 	}
 }
 
