@@ -18,6 +18,7 @@ import (
 type job struct {
 	e       *entry
 	version uint64
+	table   *syncer.Table
 	key     []any
 	want    []any
 	loc     binlog.Location
@@ -63,7 +64,7 @@ func group(jobs []job) []batch {
 	var out []batch
 	open := map[*syncer.Table]int{} // table -> index of its open batch in out
 	for _, j := range jobs {
-		t := j.e.table
+		t := j.table
 		i, ok := open[t]
 		if !ok || len(out[i].jobs) >= batchRows {
 			out = append(out, batch{table: t, jobs: make([]job, 0, batchRows)})

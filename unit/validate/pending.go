@@ -200,7 +200,7 @@ func (p *pendingSet) due(applied, read binlog.Location, now time.Time, max int) 
 // takeLocked marks e in flight and returns its job.
 func (p *pendingSet) takeLocked(e *entry) job {
 	e.inFlight = true
-	return job{e: e, version: e.version, key: e.key, want: e.want, loc: e.loc}
+	return job{e: e, version: e.version, table: e.table, key: e.key, want: e.want, loc: e.loc}
 }
 
 // retryLocked puts e on the recheck list.
