@@ -19,13 +19,21 @@ import (
 )
 
 // batch is what the reader hands the writer: events to write in order and
-// the checkpoint they complete.
+// the checkpoint they complete. A batch holds at most the task's batch
+// limits of events and bytes (DefaultBatchEvents, DefaultBatchBytes) and is
+// cut at those limits inside a transaction too, so no part of the stream
+// path holds a whole transaction.
 type batch struct {
 	events []Event
 	// end is the end of the last complete transaction read before the
 	// batch was cut (its events are in this batch or earlier ones): the
 	// checkpoint once the batch is acknowledged. nil when it did not move.
 	end *binlog.Location
+	// txn is the progress into the open transaction (the one that starts
+	// at the checkpoint) once the batch is acknowledged: its last event
+	// in this batch or an earlier one. nil when no event of an open
+	// transaction was read.
+	txn *TxnProgress
 	// ts is the header timestamp of the newest event read (0: none yet).
 	ts uint32
 	// caughtUp: the batch was cut because no event came for a while.
@@ -56,7 +64,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ch := make(chan batch, 1)
-	w := &writer{t: t, acked: cp, saved: cp.Location, savedAt: time.Now()}
+	w := &writer{t: t, acked: cp, saved: cp, savedAt: time.Now()}
 	var werr error
 	done := make(chan struct{})
 	go func() {
@@ -66,7 +74,14 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 		}
 	}()
 	r := &reader{t: t, out: ch, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
-		parser: parser.New(), events: make([]Event, 0, maxBatch)}
+		parser: parser.New(), maxEvents: t.batchEvents(), maxBytes: t.batchBytes()}
+	r.events = make([]Event, 0, r.maxEvents)
+	if cp.Txn != nil {
+		skip := *cp.Txn
+		r.skip = &skip
+		t.logger.Info("stream resumes inside a transaction: its events up to the last acknowledged one are dropped",
+			zap.Stringer("txn-start", cp.Location), zap.String("txn-gtid", skip.GTID), zap.Stringer("last-acked", &skip))
+	}
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -75,7 +90,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	<-done
 
 	var saveErr error
-	if w.acked.Location != w.saved {
+	if !sameAck(w.acked, w.saved) {
 		saveErr = t.saveOnStop(ctx, w.acked)
 	}
 	switch {
@@ -118,9 +133,20 @@ func (t *Task) readError(err error, at binlog.Location) error {
 // goroutine uses it until run returns.
 type writer struct {
 	t       *Task
-	acked   Checkpoint      // everything up to acked.Location is acknowledged
-	saved   binlog.Location // the last location saved
+	acked   Checkpoint // everything up to acked (Location, then acked.Txn inside the next transaction) is acknowledged
+	saved   Checkpoint // the last checkpoint saved (Save)
 	savedAt time.Time
+	// unsaved counts the events acknowledged since the last Save or
+	// SaveLocal.
+	unsaved int
+}
+
+// sameAck reports whether a and b name the same acknowledged point.
+func sameAck(a, b Checkpoint) bool {
+	if a.Location != b.Location || (a.Txn == nil) != (b.Txn == nil) {
+		return false
+	}
+	return a.Txn == nil || *a.Txn == *b.Txn
 }
 
 // run writes every batch from in until in is closed or a write or save
@@ -133,6 +159,7 @@ func (w *writer) run(ctx context.Context, in <-chan batch) error {
 		if b.end != nil {
 			w.acked.Location = *b.end
 		}
+		w.acked.Txn = b.txn
 		lag := 0.0
 		if !b.caughtUp && b.ts > 0 {
 			lag = max(0, time.Since(time.Unix(int64(b.ts), 0)).Seconds())
@@ -141,11 +168,21 @@ func (w *writer) run(ctx context.Context, in <-chan batch) error {
 			st.LagSeconds = lag
 			st.Checkpoint = w.acked.Location
 		})
-		if w.acked.Location != w.saved && time.Since(w.savedAt) >= saveEvery {
+		w.unsaved += len(b.events)
+		if sameAck(w.acked, w.saved) {
+			continue
+		}
+		switch {
+		case time.Since(w.savedAt) >= saveEvery:
 			if err := w.t.save(ctx, w.acked); err != nil {
 				return err
 			}
-			w.saved, w.savedAt = w.acked.Location, time.Now()
+			w.saved, w.savedAt, w.unsaved = w.acked, time.Now(), 0
+		case w.t.cfg.SaveLocal != nil && w.unsaved >= localSaveBatches*w.t.batchEvents():
+			if err := w.t.saveWith(ctx, w.acked, w.t.cfg.SaveLocal); err != nil {
+				return err
+			}
+			w.unsaved = 0
 		}
 	}
 	return nil
@@ -164,7 +201,23 @@ type reader struct {
 	lastTS uint32
 
 	events []Event
+	bytes  int       // the size of events (eventSize)
 	since  time.Time // when what the next batch holds began to wait
+	// maxEvents and maxBytes cut a batch (inside a transaction too).
+	maxEvents, maxBytes int
+
+	// The open transaction: txnEvents counts its events (dropped ones
+	// included), prog is the last of them (valid when hasProg), match
+	// says whether it is the transaction skip names (0: not known yet,
+	// 1: it is, -1: it is not).
+	txnEvents int64
+	prog      TxnProgress
+	hasProg   bool
+	match     int8
+	// skip is the last acknowledged event of the transaction the run
+	// resumes inside (Checkpoint.Txn), nil once that transaction ended or
+	// when the run started at a boundary.
+	skip *TxnProgress
 
 	// silence: with a stream from the source (which sends heartbeats),
 	// this long without any event means the connection is dead; 0 for
@@ -194,7 +247,7 @@ func (r *reader) maybeCut(ctx context.Context) error {
 	}
 	r.waiting()
 	switch {
-	case n >= maxBatch:
+	case n >= r.maxEvents || r.bytes >= r.maxBytes:
 	case n > 0 && time.Since(r.since) >= batchDelay:
 	case n == 0 && time.Since(r.since) >= saveEvery:
 	default:
@@ -211,8 +264,13 @@ func (r *reader) cut(ctx context.Context, idle bool) error {
 		end := r.tr.End()
 		b.end, r.sent = &end, end
 	}
+	if r.hasProg {
+		p := r.prog
+		b.txn = &p
+	}
 	if len(b.events) > 0 {
-		r.events = make([]Event, 0, maxBatch)
+		r.events = make([]Event, 0, r.maxEvents)
+		r.bytes = 0
 	}
 	r.since = time.Time{}
 	select {
@@ -260,8 +318,17 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 }
 
 // commit ends the current transaction: its end becomes the checkpoint once
-// everything before it is acknowledged.
+// everything before it is acknowledged. The transaction a resume started
+// inside ends here too: later ones are delivered whole.
 func (r *reader) commit() error {
+	if r.skip != nil && (r.skip.GTID == "" || r.skip.GTID == r.tr.GTID) {
+		if r.match != 1 {
+			r.t.logger.Warn("stream resumed inside a transaction but read none of its events before its end",
+				zap.Stringer("at", r.tr.Cur), zap.String("gtid", r.tr.GTID), zap.Stringer("last-acked", r.skip))
+		}
+		r.skip = nil
+	}
+	r.txnEvents, r.hasProg, r.match = 0, false, 0
 	if err := r.tr.Commit(); err != nil {
 		return errs.New(CodeReadBinlog, false, "stream %q: %w", r.t.name, err)
 	}
@@ -308,8 +375,9 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		if err != nil {
 			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
 		}
-		for _, event := range events {
-			if err := r.add(ctx, event); err != nil {
+		for k, event := range events {
+			m := mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos, row: i / step, del: k == 0 && len(events) == 2}
+			if err := r.add(ctx, event, m); err != nil {
 				return err
 			}
 		}
@@ -332,15 +400,65 @@ func (r *reader) encodeRow(s *TableSchema, kind binlog.RowsKind, op string, rows
 	}
 }
 
-// add appends an event to the next batch, cutting it when full (also in
-// the middle of a transaction: the checkpoint moves only at its end).
-func (r *reader) add(ctx context.Context, ev Event) error {
+// mark is an event's place in its transaction: the binlog coordinates of
+// its identity, del for the delete half of a key-changing update (which
+// comes before the create half of the same row).
+type mark struct {
+	file string
+	pos  uint32
+	row  int
+	del  bool
+}
+
+// notAfter reports whether m is p's event or comes before it in p's
+// transaction (same file).
+func (m mark) notAfter(p *TxnProgress) bool {
+	switch {
+	case m.pos != p.Pos:
+		return m.pos < p.Pos
+	case m.row != p.Row:
+		return m.row < p.Row
+	}
+	return m.del || !p.Delete
+}
+
+// add appends an event of the open transaction (or of a statement outside
+// one) to the next batch, cutting the batch at the event or byte limit
+// (also in the middle of a transaction: the checkpoint then names the
+// transaction's start and this event). An event the sink acknowledged
+// before a resume (skip) is dropped.
+func (r *reader) add(ctx context.Context, ev Event, m mark) error {
+	r.txnEvents++
+	if r.match == 0 {
+		r.match = -1
+		if r.skip != nil && (r.skip.GTID == "" || r.skip.GTID == r.tr.GTID) {
+			r.match, r.prog, r.hasProg = 1, *r.skip, true
+		}
+	}
+	if r.match == 1 && r.skip != nil {
+		drop := r.txnEvents <= r.skip.Events
+		if m.file == r.skip.File {
+			drop = m.notAfter(r.skip)
+		}
+		if drop {
+			return nil
+		}
+	}
+	r.prog = TxnProgress{File: m.file, Pos: m.pos, Row: m.row, Delete: m.del, GTID: r.tr.GTID, Events: r.txnEvents}
+	r.hasProg = true
 	r.events = append(r.events, ev)
+	r.bytes += eventSize(ev)
 	r.waiting()
-	if len(r.events) >= maxBatch {
+	if len(r.events) >= r.maxEvents || r.bytes >= r.maxBytes {
 		return r.cut(ctx, false)
 	}
 	return nil
+}
+
+// eventSize is about how many bytes ev holds.
+func eventSize(ev Event) int {
+	const overhead = 128 // the Event struct and slice headers
+	return len(ev.ID) + len(ev.Key) + len(ev.Value) + len(ev.DB) + len(ev.Table) + len(ev.Op) + overhead
 }
 
 // ddl turns a query event that is not BEGIN/COMMIT into a DDL event when
@@ -382,7 +500,7 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 	if err != nil {
 		return errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", r.t.name, r.tr.Cur, clip(query), err)
 	}
-	return r.add(ctx, event)
+	return r.add(ctx, event, mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos})
 }
 
 // ddlVerb reports whether a statement starts like DDL (CREATE, ALTER,
