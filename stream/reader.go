@@ -370,7 +370,11 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if kind == binlog.RowsUpdate {
 		step = 2
 	}
+	r.decideMatch()
 	for i := 0; i+step <= len(e.Rows); i += step {
+		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
+			continue // not even encoded: a resume inside a big transaction skips fast
+		}
 		events, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
 		if err != nil {
 			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
@@ -429,16 +433,15 @@ func (m mark) notAfter(p *TxnProgress) bool {
 // before a resume (skip) is dropped.
 func (r *reader) add(ctx context.Context, ev Event, m mark) error {
 	r.txnEvents++
-	if r.match == 0 {
-		r.match = -1
-		if r.skip != nil && (r.skip.GTID == "" || r.skip.GTID == r.tr.GTID) {
-			r.match, r.prog, r.hasProg = 1, *r.skip, true
-		}
-	}
+	r.decideMatch()
 	if r.match == 1 && r.skip != nil {
 		drop := r.txnEvents <= r.skip.Events
 		if m.file == r.skip.File {
 			drop = m.notAfter(r.skip)
+			if m.pos == r.skip.Pos && m.row == r.skip.Row && m.del == r.skip.Delete {
+				// The rows before it were not counted (acknowledgedRow).
+				r.txnEvents = r.skip.Events
+			}
 		}
 		if drop {
 			return nil
@@ -453,6 +456,31 @@ func (r *reader) add(ctx context.Context, ev Event, m mark) error {
 		return r.cut(ctx, false)
 	}
 	return nil
+}
+
+// decideMatch decides, at the open transaction's first event (or rows of
+// a selected table), whether it is the transaction skip names: the one
+// with skip's GTID, or without GTIDs the first one read.
+func (r *reader) decideMatch() {
+	if r.match != 0 {
+		return
+	}
+	r.match = -1
+	if r.skip != nil && (r.skip.GTID == "" || r.skip.GTID == r.tr.GTID) {
+		r.match, r.prog, r.hasProg = 1, *r.skip, true
+	}
+}
+
+// acknowledgedRow reports whether the row row of the rows event ending at
+// pos comes before the row of skip's event in the transaction a resume
+// started inside: all its events were acknowledged, so it needs no
+// encoding. The count of the transaction's events resumes from skip's at
+// skip's event.
+func (r *reader) acknowledgedRow(pos uint32, row int) bool {
+	if r.match != 1 || r.skip == nil || r.tr.Cur.Name != r.skip.File {
+		return false
+	}
+	return pos < r.skip.Pos || pos == r.skip.Pos && row < r.skip.Row
 }
 
 // eventSize is about how many bytes ev holds.

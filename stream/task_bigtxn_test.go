@@ -347,13 +347,29 @@ func TestTaskBigTxnResumeFromOlderCheckpoint(t *testing.T) {
 				p.File, p.Pos = "moved-bin.000042", 4
 			}
 			var sv2 saves
+			cp := Checkpoint{Location: start, Txn: p, SnapshotDone: true}
+			var got []Event
+			if rest := bigTxnEvents - tc.k - 1; rest > 4*bigBatchEvents {
+				// The resumed run dies too, and its checkpoint counts on
+				// from the one it resumed from.
+				sink := newSplitSink(newMemSink(), 2*bigBatchEvents)
+				cp = runUntilDeath(t, bigTaskConfig(e, src, sink, &sv2, cp), &sv2)
+				got = sink.events()
+				want := progressOf(t, got[len(got)-1], int64(tc.k+1+len(got)))
+				if tc.moved {
+					want.File, want.Pos = p.File, p.Pos
+				}
+				if cp.Location != start || cp.Txn == nil || !tc.moved && *cp.Txn != *want || tc.moved && cp.Txn.Events != want.Events {
+					t.Errorf("checkpoint of the resumed run that died: %s %+v, want %s %+v", cp.Location, cp.Txn, start, want)
+				}
+			}
 			sink2 := newSplitSink(newMemSink(), -1)
-			r2 := startTask(t, bigTaskConfig(e, src, sink2, &sv2, Checkpoint{Location: start, Txn: p, SnapshotDone: true}))
+			r2 := startTask(t, bigTaskConfig(e, src, sink2, &sv2, cp))
 			r2.waitCaughtUp(t, e)
 			if err := r2.stop(t); err != nil {
 				t.Fatal(err)
 			}
-			checkOnce(t, "resumed after event "+strconv.Itoa(tc.k), sink2.events(), all[tc.k+1:])
+			checkOnce(t, "resumed after event "+strconv.Itoa(tc.k), append(got, sink2.events()...), all[tc.k+1:])
 			if cp := sv2.last(); cp.Location != end || cp.Txn != nil {
 				t.Errorf("checkpoint %s %+v, want the end %s", cp.Location, cp.Txn, end)
 			}
