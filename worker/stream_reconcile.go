@@ -225,12 +225,17 @@ func (r *streamReconciler) mirroredCheckpoint(ctx context.Context, name string) 
 	if !ok {
 		return stream.Checkpoint{}, nil
 	}
+	return fromMirror(cp), nil
+}
+
+// fromMirror is the stream checkpoint an etcd mirror holds.
+func fromMirror(cp ha.StreamCheckpoint) stream.Checkpoint {
 	out := stream.Checkpoint{Location: binlog.Location{Name: cp.BinlogName, Pos: cp.BinlogPos, GTID: cp.BinlogGTID},
 		SnapshotDone: cp.SnapshotDone, Time: cp.Time}
 	if p := cp.Txn; p != nil {
 		out.Txn = &stream.TxnProgress{File: p.BinlogName, Pos: p.BinlogPos, Row: p.Row, Delete: p.KeyDelete, GTID: p.GTID, Events: p.Events}
 	}
-	return out, nil
+	return out
 }
 
 // mirrorOf is the etcd mirror of a stream checkpoint.
