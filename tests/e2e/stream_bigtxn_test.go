@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,8 +71,11 @@ func runStreamBigTxn(t *testing.T, relay bool, rows int) {
 	e := newStreamEnv(t, streamEnvOptions{relay: relay, beforeWorker: func(e *streamEnv) {
 		e.src.Exec(t, "CREATE TABLE crash.big (id INT PRIMARY KEY, a INT NOT NULL, c VARCHAR(100) NOT NULL)")
 		for from := 1; from <= rows; from += 100_000 {
-			e.src.Exec(t, fmt.Sprintf("INSERT INTO crash.big SELECT seq, seq %% 1000, RPAD(CONCAT('v-', seq), 100, 'v') FROM crash.seq_%d_to_%d",
-				from, min(from+100_000-1, rows)))
+			q := fmt.Sprintf("INSERT INTO crash.big SELECT seq, seq %% 1000, RPAD(CONCAT('v-', seq), 100, 'v') FROM crash.seq_%d_to_%d",
+				from, min(from+100_000-1, rows))
+			if _, err := e.srcDB.ExecContext(t.Context(), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
 		}
 	}})
 	if relay {
@@ -89,7 +93,12 @@ sink: {type: file, file: {dir: %q, rotate-size: 64MiB}}
 	e.waitCaughtUp(time.Minute, name)
 
 	began := time.Now()
-	e.src.Exec(t, "UPDATE crash.big SET a = a + 1, c = RPAD(CONCAT('u-', id), 100, 'u')")
+	// Minutes at 10M rows on a loaded machine: a bound of its own.
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Minute)
+	defer cancel()
+	if _, err := e.srcDB.ExecContext(ctx, "UPDATE crash.big SET a = a + 1, c = RPAD(CONCAT('u-', id), 100, 'u')"); err != nil {
+		t.Fatalf("the big UPDATE: %v", err)
+	}
 	t.Logf("UPDATE of %d rows committed in %s", rows, time.Since(began).Round(time.Millisecond))
 
 	// Kill once a third of the transaction is acknowledged and the
