@@ -73,15 +73,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 			cancel(werr)
 		}
 	}()
-	r := &reader{t: t, out: ch, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
-		parser: parser.New(), maxEvents: t.batchEvents(), maxBytes: t.batchBytes()}
-	r.events = make([]Event, 0, r.maxEvents)
-	if cp.Txn != nil {
-		skip := *cp.Txn
-		r.skip = &skip
-		t.logger.Info("stream resumes inside a transaction: its events up to the last acknowledged one are dropped",
-			zap.Stringer("txn-start", cp.Location), zap.String("txn-gtid", skip.GTID), zap.Stringer("last-acked", &skip))
-	}
+	r := t.newReader(cp, gset, ch)
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -223,6 +215,23 @@ type reader struct {
 	// this long without any event means the connection is dead; 0 for
 	// the relay, silent while the source is.
 	silence time.Duration
+}
+
+// newReader is the reader of a run from cp (whose GTID set is gset) that
+// hands its batches to out. From a checkpoint inside a transaction, the
+// acknowledged point is the progress until the transaction's events come:
+// a batch cut before them (an idle tick) keeps it.
+func (t *Task) newReader(cp Checkpoint, gset mysql.GTIDSet, out chan<- batch) *reader {
+	r := &reader{t: t, out: out, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
+		parser: parser.New(), maxEvents: t.batchEvents(), maxBytes: t.batchBytes()}
+	r.events = make([]Event, 0, r.maxEvents)
+	if cp.Txn != nil {
+		skip := *cp.Txn
+		r.skip, r.prog, r.hasProg = &skip, skip, true
+		t.logger.Info("stream resumes inside a transaction: its events up to the last acknowledged one are dropped",
+			zap.Stringer("txn-start", cp.Location), zap.String("txn-gtid", skip.GTID), zap.Stringer("last-acked", &skip))
+	}
+	return r
 }
 
 // loop reads and handles events until ctx is done or something fails;

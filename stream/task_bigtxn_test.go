@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
@@ -518,5 +520,36 @@ func TestTaskBigTxnKafkaResume(t *testing.T) {
 	}
 	if len(seen) != bigTxnEvents || len(recs) != bigTxnEvents {
 		t.Errorf("the topic holds %d records of %d identities, want the transaction's %d once each", len(recs), len(seen), bigTxnEvents)
+	}
+}
+
+// TestReaderIdleCutKeepsTxnProgress: a run resuming inside a transaction
+// whose first batch is cut before the transaction's events arrive (an idle
+// tick) hands the writer the checkpoint's progress, not a boundary that
+// would drop it at the next save.
+func TestReaderIdleCutKeepsTxnProgress(t *testing.T) {
+	task, err := NewTask(TaskConfig{Stream: taskStream("big", false), Source: &config.SourceConfig{SourceID: "mysql-01"},
+		DB: &sql.DB{}, Sink: newMemSink(), Save: (&saves{}).save})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gset, err := mysql.ParseGTIDSet(mysql.MariaDBFlavor, "0-1-26")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := TxnProgress{File: "mariadb-bin.000001", Pos: 368512273, Row: 15, GTID: "0-1-27", Events: 653056}
+	for _, cp := range []Checkpoint{
+		{Location: binlog.Location{Name: "mariadb-bin.000001", Pos: 222912405, GTID: "0-1-26"}, Txn: &p},
+		{Location: binlog.Location{Name: "mariadb-bin.000001", Pos: 222912405, GTID: "0-1-26"}},
+	} {
+		out := make(chan batch, 1)
+		r := task.newReader(cp, gset, out)
+		if err := r.cut(t.Context(), true); err != nil {
+			t.Fatal(err)
+		}
+		b := <-out
+		if b.end != nil || len(b.events) != 0 || (b.txn == nil) != (cp.Txn == nil) || b.txn != nil && *b.txn != *cp.Txn {
+			t.Errorf("idle cut from %s %+v: end %v, %d events, txn %+v; want no move and the checkpoint's progress", cp.Location, cp.Txn, b.end, len(b.events), b.txn)
+		}
 	}
 }
