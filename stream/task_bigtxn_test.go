@@ -418,10 +418,32 @@ func TestTaskBigTxnRelayFileBoundary(t *testing.T) {
 	bigTxn(t, e, 0)
 	encExec(t, e.root, "FLUSH BINARY LOGS")
 	next, _, _ := e.src.MasterStatus(t)
+	// MariaDB writes the new file's Binlog_checkpoint event once the old
+	// file's commits are durable, possibly after later transactions; a
+	// stream's checkpoint moves at commits only, so the waits for the
+	// source's position below would miss a trailing one.
+	testutil.Eventually(t, taskTimeout, "the Binlog_checkpoint event of "+next, func() error {
+		rows, err := e.root.QueryContext(t.Context(), "SHOW BINLOG EVENTS IN '"+next+"'")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var log, typ, info string
+			var pos, sid, end any
+			if err := rows.Scan(&log, &pos, &typ, &sid, &end, &info); err != nil {
+				return err
+			}
+			if typ == "Binlog_checkpoint" && strings.Contains(info, next) {
+				return nil
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errors.New("not written yet")
+	})
 	bigTxn(t, e, 1)
-	// A transaction after the second: MariaDB may write the new file's
-	// binlog checkpoint event after the second transaction, and a stream's
-	// checkpoint moves at commits only.
 	encExec(t, e.root, "INSERT INTO app.big VALUES (900001, 0, 'after')")
 	if err := r.wait(t); !errs.IsResumable(err) || errs.Code(err) != CodeSink {
 		t.Fatalf("Run returned %v, want the resumable %s error of the dying sink", err, CodeSink)
