@@ -113,10 +113,29 @@ type StreamCheckpoint struct {
 	// for); a stream whose checkpoint lacks it runs fill-history again.
 	SnapshotDone bool      `json:"snapshot-done"`
 	Time         time.Time `json:"time"`
+	// Txn is set while the sink acknowledged a part of the transaction
+	// that starts at binlog-name/binlog-pos (binlog-gtid excludes it): its
+	// last acknowledged event. A reader that ignores it resumes at the
+	// transaction's start, which replays that part (at least once).
+	Txn *StreamTxnProgress `json:"txn,omitempty"`
 
 	// Unknown lists the paths of fields of the value the worker does not
 	// know (to be reported, never dropped silently); nil when none.
 	Unknown []string `json:"-"`
+}
+
+// StreamTxnProgress is the "txn" object of a stream checkpoint: the last
+// acknowledged event inside the transaction the checkpoint starts, by its
+// identity's coordinates <binlog-name>:<binlog-pos>:<row> (":d" suffixed
+// when key-delete), the transaction's GTID and how many of its events
+// were acknowledged.
+type StreamTxnProgress struct {
+	BinlogName string `json:"binlog-name"`
+	BinlogPos  uint32 `json:"binlog-pos"`
+	Row        int    `json:"row"`
+	KeyDelete  bool   `json:"key-delete,omitempty"`
+	GTID       string `json:"gtid,omitempty"`
+	Events     int64  `json:"events"`
 }
 
 // PutStreamCheckpoint writes P/stream/checkpoint/{source}/{stream}, without

@@ -61,6 +61,39 @@ func TestStreamCheckpointRoundtrip(t *testing.T) {
 	}
 }
 
+// TestStreamCheckpointTxn: a checkpoint inside a transaction keeps the
+// contract's fields and adds the "txn" object, which reads back.
+func TestStreamCheckpointTxn(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	cp := StreamCheckpoint{
+		BinlogName: "mariadb-bin.000003", BinlogPos: 1234, BinlogGTID: "0-1-900", SnapshotDone: true,
+		Time: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC),
+		Txn:  &StreamTxnProgress{BinlogName: "mariadb-bin.000003", BinlogPos: 99999, Row: 7, KeyDelete: true, GTID: "0-1-901", Events: 5000},
+	}
+	if _, err := s.PutStreamCheckpoint(ctx, "s1", "orders", cp); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.Client().Get(ctx, "/dm/stream/checkpoint/s1/orders")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("raw get: %v", err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &raw); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"binlog-name": "mariadb-bin.000003", "binlog-pos": 1234.0, "binlog-gtid": "0-1-900", "snapshot-done": true,
+		"time": "2026-01-02T15:04:05Z", "txn": map[string]any{"binlog-name": "mariadb-bin.000003", "binlog-pos": 99999.0, "row": 7.0,
+			"key-delete": true, "gtid": "0-1-901", "events": 5000.0}}
+	if !reflect.DeepEqual(raw, want) {
+		t.Errorf("value %s, want %v", resp.Kvs[0].Value, want)
+	}
+	got, found, err := s.GetStreamCheckpoint(ctx, "s1", "orders")
+	if err != nil || !found || !reflect.DeepEqual(got, cp) {
+		t.Fatalf("get: %+v %+v, found %v, err %v; want %+v", got, got.Txn, found, err, cp)
+	}
+}
+
 func TestStreamCheckpointRefusals(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := t.Context()

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
@@ -54,11 +55,57 @@ type TableProgress struct {
 // Checkpoint is where a stream task resumes: the last location whose
 // events the sink acknowledged, and the fill-history progress.
 type Checkpoint struct {
+	// Location is a transaction boundary: the end of the last transaction
+	// whose events the sink acknowledged, with the GTID set there. When
+	// Txn is set it is also the start of the transaction the sink
+	// acknowledged a part of (its GTID set excludes that transaction).
 	Location binlog.Location `json:"location"`
+	// Txn is set while the sink acknowledged some, not all, events of the
+	// transaction that starts at Location: a resume reopens the binlog at
+	// Location and drops that transaction's events up to and including
+	// the last acknowledged one. nil at a transaction boundary.
+	Txn *TxnProgress `json:"txn,omitempty"`
 	// SnapshotDone is set once fill-history finished (or was not asked for).
 	SnapshotDone bool `json:"snapshot-done"`
 	// Snapshot is the per-table progress while fill-history runs, by
 	// "db.table".
 	Snapshot map[string]TableProgress `json:"snapshot,omitempty"`
 	Time     time.Time                `json:"time"`
+}
+
+// TxnProgress is how far into one transaction the sink acknowledged: the
+// identity (<source>:<File>:<Pos>:<Row>, suffixed ":d" when Delete) of
+// the last acknowledged event of the transaction and how many of its
+// events were acknowledged. It names a point inside a transaction for a
+// Checkpoint whose Location is that transaction's start.
+type TxnProgress struct {
+	// File, Pos and Row are the binlog coordinates of the last
+	// acknowledged event, as in its identity and "source" block.
+	File string `json:"binlog-name"`
+	Pos  uint32 `json:"binlog-pos"`
+	Row  int    `json:"row"`
+	// Delete: that event is the delete half (identity suffixed ":d") of an
+	// update that changed the row's key; its create half was not
+	// acknowledged.
+	Delete bool `json:"key-delete,omitempty"`
+	// GTID is the transaction's GTID ("" without GTIDs): with it, a resume
+	// recognises the transaction among others the source sends first.
+	GTID string `json:"gtid,omitempty"`
+	// Events counts the transaction's acknowledged events; a resume that
+	// reads the transaction at other binlog coordinates (a failover with
+	// GTIDs) drops this many of its first events instead.
+	Events int64 `json:"events"`
+}
+
+// String is the identity-like form shown in logs: <file>:<pos>:<row>[:d]
+// (#<events>).
+func (p *TxnProgress) String() string {
+	if p == nil {
+		return ""
+	}
+	s := p.File + ":" + strconv.FormatUint(uint64(p.Pos), 10) + ":" + strconv.Itoa(p.Row)
+	if p.Delete {
+		s += ":d"
+	}
+	return s + " (#" + strconv.FormatInt(p.Events, 10) + ")"
 }

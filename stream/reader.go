@@ -20,13 +20,21 @@ import (
 )
 
 // batch is what the reader hands the writer: events to write in order and
-// the checkpoint they complete.
+// the checkpoint they complete. A batch holds at most the task's batch
+// limits of events and bytes (DefaultBatchEvents, DefaultBatchBytes) and is
+// cut at those limits inside a transaction too, so no part of the stream
+// path holds a whole transaction.
 type batch struct {
 	events []Event
 	// end is the end of the last complete transaction read before the
 	// batch was cut (its events are in this batch or earlier ones): the
 	// checkpoint once the batch is acknowledged. nil when it did not move.
 	end *binlog.Location
+	// txn is the progress into the open transaction (the one that starts
+	// at the checkpoint) once the batch is acknowledged: its last event
+	// in this batch or an earlier one. nil when no event of an open
+	// transaction was read.
+	txn *TxnProgress
 	// ts is the header timestamp of the newest event read (0: none yet).
 	ts uint32
 	// caughtUp: the batch was cut because no event came for a while.
@@ -57,7 +65,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	ch := make(chan batch, 1)
-	w := &writer{t: t, acked: cp, saved: cp.Location, savedAt: time.Now()}
+	w := &writer{t: t, acked: cp, saved: cp, savedAt: time.Now()}
 	var werr error
 	done := make(chan struct{})
 	go func() {
@@ -66,8 +74,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 			cancel(werr)
 		}
 	}()
-	r := &reader{t: t, out: ch, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
-		parser: parser.New(), events: make([]Event, 0, maxBatch)}
+	r := t.newReader(cp, gset, ch)
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -76,7 +83,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	<-done
 
 	var saveErr error
-	if w.acked.Location != w.saved {
+	if !sameAck(w.acked, w.saved) {
 		saveErr = t.saveOnStop(ctx, w.acked)
 	}
 	switch {
@@ -119,9 +126,20 @@ func (t *Task) readError(err error, at binlog.Location) error {
 // goroutine uses it until run returns.
 type writer struct {
 	t       *Task
-	acked   Checkpoint      // everything up to acked.Location is acknowledged
-	saved   binlog.Location // the last location saved
+	acked   Checkpoint // everything up to acked (Location, then acked.Txn inside the next transaction) is acknowledged
+	saved   Checkpoint // the last checkpoint saved (Save)
 	savedAt time.Time
+	// unsaved counts the events acknowledged since the last Save or
+	// SaveLocal.
+	unsaved int
+}
+
+// sameAck reports whether a and b name the same acknowledged point.
+func sameAck(a, b Checkpoint) bool {
+	if a.Location != b.Location || (a.Txn == nil) != (b.Txn == nil) {
+		return false
+	}
+	return a.Txn == nil || *a.Txn == *b.Txn
 }
 
 // run writes every batch from in until in is closed or a write or save
@@ -134,6 +152,7 @@ func (w *writer) run(ctx context.Context, in <-chan batch) error {
 		if b.end != nil {
 			w.acked.Location = *b.end
 		}
+		w.acked.Txn = b.txn
 		lag := 0.0
 		if !b.caughtUp && b.ts > 0 {
 			lag = max(0, time.Since(time.Unix(int64(b.ts), 0)).Seconds())
@@ -142,11 +161,21 @@ func (w *writer) run(ctx context.Context, in <-chan batch) error {
 			st.LagSeconds = lag
 			st.Checkpoint = w.acked.Location
 		})
-		if w.acked.Location != w.saved && time.Since(w.savedAt) >= saveEvery {
+		w.unsaved += len(b.events)
+		if sameAck(w.acked, w.saved) {
+			continue
+		}
+		switch {
+		case time.Since(w.savedAt) >= saveEvery:
 			if err := w.t.save(ctx, w.acked); err != nil {
 				return err
 			}
-			w.saved, w.savedAt = w.acked.Location, time.Now()
+			w.saved, w.savedAt, w.unsaved = w.acked, time.Now(), 0
+		case w.t.cfg.SaveLocal != nil && w.unsaved >= localSaveBatches*w.t.batchEvents():
+			if err := w.t.saveWith(ctx, w.acked, w.t.cfg.SaveLocal); err != nil {
+				return err
+			}
+			w.unsaved = 0
 		}
 	}
 	return nil
@@ -165,12 +194,45 @@ type reader struct {
 	lastTS uint32
 
 	events []Event
+	bytes  int       // the size of events (eventSize)
 	since  time.Time // when what the next batch holds began to wait
+	// maxEvents and maxBytes cut a batch (inside a transaction too).
+	maxEvents, maxBytes int
+
+	// The open transaction: txnEvents counts its events (dropped ones
+	// included), prog is the last of them (valid when hasProg), match
+	// says whether it is the transaction skip names (0: not known yet,
+	// 1: it is, -1: it is not).
+	txnEvents int64
+	prog      TxnProgress
+	hasProg   bool
+	match     int8
+	// skip is the last acknowledged event of the transaction the run
+	// resumes inside (Checkpoint.Txn), nil once that transaction ended or
+	// when the run started at a boundary.
+	skip *TxnProgress
 
 	// silence: with a stream from the source (which sends heartbeats),
 	// this long without any event means the connection is dead; 0 for
 	// the relay, silent while the source is.
 	silence time.Duration
+}
+
+// newReader is the reader of a run from cp (whose GTID set is gset) that
+// hands its batches to out. From a checkpoint inside a transaction, the
+// acknowledged point is the progress until the transaction's events come:
+// a batch cut before them (an idle tick) keeps it.
+func (t *Task) newReader(cp Checkpoint, gset mysql.GTIDSet, out chan<- batch) *reader {
+	r := &reader{t: t, out: out, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
+		parser: parser.New(), maxEvents: t.batchEvents(), maxBytes: t.batchBytes()}
+	r.events = make([]Event, 0, r.maxEvents)
+	if cp.Txn != nil {
+		skip := *cp.Txn
+		r.skip, r.prog, r.hasProg = &skip, skip, true
+		t.logger.Info("stream resumes inside a transaction: its events up to the last acknowledged one are dropped",
+			zap.Stringer("txn-start", cp.Location), zap.String("txn-gtid", skip.GTID), zap.Stringer("last-acked", &skip))
+	}
+	return r
 }
 
 // loop reads and handles events until ctx is done or something fails;
@@ -195,7 +257,7 @@ func (r *reader) maybeCut(ctx context.Context) error {
 	}
 	r.waiting()
 	switch {
-	case n >= maxBatch:
+	case n >= r.maxEvents || r.bytes >= r.maxBytes:
 	case n > 0 && time.Since(r.since) >= batchDelay:
 	case n == 0 && time.Since(r.since) >= saveEvery:
 	default:
@@ -212,8 +274,13 @@ func (r *reader) cut(ctx context.Context, idle bool) error {
 		end := r.tr.End()
 		b.end, r.sent = &end, end
 	}
+	if r.hasProg {
+		p := r.prog
+		b.txn = &p
+	}
 	if len(b.events) > 0 {
-		r.events = make([]Event, 0, maxBatch)
+		r.events = make([]Event, 0, r.maxEvents)
+		r.bytes = 0
 	}
 	r.since = time.Time{}
 	select {
@@ -261,8 +328,17 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 }
 
 // commit ends the current transaction: its end becomes the checkpoint once
-// everything before it is acknowledged.
+// everything before it is acknowledged. The transaction a resume started
+// inside ends here too: later ones are delivered whole.
 func (r *reader) commit() error {
+	if r.skip != nil && (r.skip.GTID == "" || r.skip.GTID == r.tr.GTID) {
+		if r.match != 1 {
+			r.t.logger.Warn("stream resumed inside a transaction but read none of its events before its end",
+				zap.Stringer("at", r.tr.Cur), zap.String("gtid", r.tr.GTID), zap.Stringer("last-acked", r.skip))
+		}
+		r.skip = nil
+	}
+	r.txnEvents, r.hasProg, r.match = 0, false, 0
 	if err := r.tr.Commit(); err != nil {
 		return errs.New(CodeReadBinlog, false, "stream %q: %w", r.t.name, err)
 	}
@@ -304,13 +380,18 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if kind == binlog.RowsUpdate {
 		step = 2
 	}
+	r.decideMatch()
 	for i := 0; i+step <= len(e.Rows); i += step {
+		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
+			continue // not even encoded: a resume inside a big transaction skips fast
+		}
 		events, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
 		if err != nil {
 			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
 		}
-		for _, event := range events {
-			if err := r.add(ctx, event); err != nil {
+		for k, event := range events {
+			m := mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos, row: i / step, del: k == 0 && len(events) == 2}
+			if err := r.add(ctx, event, m); err != nil {
 				return err
 			}
 		}
@@ -333,15 +414,89 @@ func (r *reader) encodeRow(s *TableSchema, kind binlog.RowsKind, op string, rows
 	}
 }
 
-// add appends an event to the next batch, cutting it when full (also in
-// the middle of a transaction: the checkpoint moves only at its end).
-func (r *reader) add(ctx context.Context, ev Event) error {
+// mark is an event's place in its transaction: the binlog coordinates of
+// its identity, del for the delete half of a key-changing update (which
+// comes before the create half of the same row).
+type mark struct {
+	file string
+	pos  uint32
+	row  int
+	del  bool
+}
+
+// notAfter reports whether m is p's event or comes before it in p's
+// transaction (same file).
+func (m mark) notAfter(p *TxnProgress) bool {
+	switch {
+	case m.pos != p.Pos:
+		return m.pos < p.Pos
+	case m.row != p.Row:
+		return m.row < p.Row
+	}
+	return m.del || !p.Delete
+}
+
+// add appends an event of the open transaction (or of a statement outside
+// one) to the next batch, cutting the batch at the event or byte limit
+// (also in the middle of a transaction: the checkpoint then names the
+// transaction's start and this event). An event the sink acknowledged
+// before a resume (skip) is dropped.
+func (r *reader) add(ctx context.Context, ev Event, m mark) error {
+	r.txnEvents++
+	r.decideMatch()
+	if r.match == 1 && r.skip != nil {
+		drop := r.txnEvents <= r.skip.Events
+		if m.file == r.skip.File {
+			drop = m.notAfter(r.skip)
+			if m.pos == r.skip.Pos && m.row == r.skip.Row && m.del == r.skip.Delete {
+				// The rows before it were not counted (acknowledgedRow).
+				r.txnEvents = r.skip.Events
+			}
+		}
+		if drop {
+			return nil
+		}
+	}
+	r.prog = TxnProgress{File: m.file, Pos: m.pos, Row: m.row, Delete: m.del, GTID: r.tr.GTID, Events: r.txnEvents}
+	r.hasProg = true
 	r.events = append(r.events, ev)
+	r.bytes += eventSize(ev)
 	r.waiting()
-	if len(r.events) >= maxBatch {
+	if len(r.events) >= r.maxEvents || r.bytes >= r.maxBytes {
 		return r.cut(ctx, false)
 	}
 	return nil
+}
+
+// decideMatch decides, at the open transaction's first event (or rows of
+// a selected table), whether it is the transaction skip names: the one
+// with skip's GTID, or without GTIDs the first one read.
+func (r *reader) decideMatch() {
+	if r.match != 0 {
+		return
+	}
+	r.match = -1
+	if r.skip != nil && (r.skip.GTID == "" || r.skip.GTID == r.tr.GTID) {
+		r.match, r.prog, r.hasProg = 1, *r.skip, true
+	}
+}
+
+// acknowledgedRow reports whether the row row of the rows event ending at
+// pos comes before the row of skip's event in the transaction a resume
+// started inside: all its events were acknowledged, so it needs no
+// encoding. The count of the transaction's events resumes from skip's at
+// skip's event.
+func (r *reader) acknowledgedRow(pos uint32, row int) bool {
+	if r.match != 1 || r.skip == nil || r.tr.Cur.Name != r.skip.File {
+		return false
+	}
+	return pos < r.skip.Pos || pos == r.skip.Pos && row < r.skip.Row
+}
+
+// eventSize is about how many bytes ev holds.
+func eventSize(ev Event) int {
+	const overhead = 128 // the Event struct and slice headers
+	return len(ev.ID) + len(ev.Key) + len(ev.Value) + len(ev.DB) + len(ev.Table) + len(ev.Op) + overhead
 }
 
 // ddl turns a query event that is not BEGIN/COMMIT into a DDL event when
@@ -392,7 +547,7 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 	if err != nil {
 		return errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", r.t.name, r.tr.Cur, clip(query), err)
 	}
-	return r.add(ctx, event)
+	return r.add(ctx, event, mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos})
 }
 
 // ddlVerb reports whether a statement starts like DDL (CREATE, ALTER,

@@ -43,14 +43,26 @@ const (
 	CodeFillHistory = "stream-fill-history"
 )
 
+// Batch limits of a task: one sink Write carries at most this many events
+// and bytes (about: eventSize), also inside a transaction, so a stream
+// holds at most three batches (one being read, one waiting, one being
+// written), ~12 MiB at the defaults, whatever the size of a transaction.
+const (
+	DefaultBatchEvents = 1000
+	DefaultBatchBytes  = 4 << 20
+)
+
 // Delivery pacing of a task.
 const (
-	// maxBatch is the most events one sink Write carries.
-	maxBatch = 1000
+	// maxBatch is the most events one fill-history sink Write carries.
+	maxBatch = DefaultBatchEvents
 	// batchDelay is how long events wait for more before they are written.
 	batchDelay = 100 * time.Millisecond
 	// saveEvery bounds how often the checkpoint is saved while it moves.
 	saveEvery = time.Second
+	// localSaveBatches: between Saves, SaveLocal runs once this many
+	// batches' worth of events (8,000 at the defaults) were acknowledged.
+	localSaveBatches = 8
 	// probeMin and probeMax pace the sink readiness probe of state checking.
 	probeMin, probeMax = time.Second, 30 * time.Second
 	// stopSaveTimeout bounds the checkpoint save after ctx is done.
@@ -82,6 +94,13 @@ type TaskConfig struct {
 	// after acknowledged batches at most once a second, at the end of each
 	// acknowledged fill-history chunk, and when Run returns.
 	Save func(ctx context.Context, cp Checkpoint) error
+	// SaveLocal, when set, persists a checkpoint to the local meta store
+	// only. Between two Saves it is called once localSaveBatches batches'
+	// worth of events were acknowledged since the last save, so that a
+	// kill -9 in a fast stream (a big transaction) replays at most that
+	// many events rather than a second's worth, while the etcd mirror is
+	// still written at most once a second.
+	SaveLocal func(ctx context.Context, cp Checkpoint) error
 	// Start is where to resume. A Location with neither file nor GTID set
 	// means the config's start,
 	// or the source's current position when that is empty too (or, with
@@ -91,6 +110,9 @@ type TaskConfig struct {
 	// SnapshotChunk is the number of rows fill-history reads per query and
 	// acknowledges per progress save (0: DefaultSnapshotChunk).
 	SnapshotChunk int
+	// BatchEvents and BatchBytes bound one streaming batch (sink Write),
+	// inside a transaction too (0: DefaultBatchEvents, DefaultBatchBytes).
+	BatchEvents, BatchBytes int
 }
 
 // FillStatus is the fill-history progress shown in status.
@@ -161,6 +183,22 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		logger:  cfg.Logger,
 		status:  TaskStatus{State: StateChecking, Checkpoint: cfg.Start.Location},
 	}, nil
+}
+
+// batchEvents is the event limit of a streaming batch.
+func (t *Task) batchEvents() int {
+	if n := t.cfg.BatchEvents; n > 0 {
+		return n
+	}
+	return DefaultBatchEvents
+}
+
+// batchBytes is the byte limit of a streaming batch.
+func (t *Task) batchBytes() int {
+	if n := t.cfg.BatchBytes; n > 0 {
+		return n
+	}
+	return DefaultBatchBytes
 }
 
 // Status returns the task's current status.
@@ -334,8 +372,14 @@ func (t *Task) opener(flavor string) (binlog.StreamOpener, error) {
 
 // save persists cp through the task's Save and shows it in status.
 func (t *Task) save(ctx context.Context, cp Checkpoint) error {
+	return t.saveWith(ctx, cp, t.cfg.Save)
+}
+
+// saveWith persists cp through save (Save or SaveLocal) and shows it in
+// status.
+func (t *Task) saveWith(ctx context.Context, cp Checkpoint, save func(context.Context, Checkpoint) error) error {
 	cp.Time = time.Now()
-	if err := t.cfg.Save(ctx, cp); err != nil {
+	if err := save(ctx, cp); err != nil {
 		if errs.Code(err) != errs.CodeInternal {
 			return err
 		}

@@ -42,7 +42,7 @@ func (t *Task) fillHistory(ctx context.Context, cp Checkpoint) (Checkpoint, erro
 		if err != nil {
 			return cp, errs.Wrap(err, CodeFillHistory, "stream %q: fill-history: read the source's position", t.name)
 		}
-		cp.Location = loc
+		cp.Location, cp.Txn = loc, nil
 		cp.Snapshot = map[string]TableProgress{}
 		if err := t.save(ctx, cp); err != nil {
 			return cp, err
@@ -81,7 +81,7 @@ func (t *Task) fillHistory(ctx context.Context, cp Checkpoint) (Checkpoint, erro
 	}
 	out := f.cp
 	if first {
-		out.Location = loc
+		out.Location, out.Txn = loc, nil
 	}
 	out.SnapshotDone, out.Snapshot = true, nil
 	if err := t.save(ctx, out); err != nil {

@@ -184,7 +184,7 @@ func (h *StreamHolder) skipUntreated(ctx context.Context, start stream.Checkpoin
 	skipped := fmt.Sprintf("%s (gtid %q) to %s (gtid %q)", start.Location, start.Location.GTID, cur, cur.GTID)
 	h.log.Warn("ignore-untreated: changes between the checkpoint and the current position are skipped",
 		zap.Stringer("from", start.Location), zap.Stringer("to", cur))
-	start.Location, start.SnapshotDone = cur, true
+	start.Location, start.Txn, start.SnapshotDone = cur, nil, true
 	if err := h.save(ctx, start); err != nil {
 		return start, err
 	}

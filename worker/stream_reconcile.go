@@ -225,8 +225,29 @@ func (r *streamReconciler) mirroredCheckpoint(ctx context.Context, name string) 
 	if !ok {
 		return stream.Checkpoint{}, nil
 	}
-	return stream.Checkpoint{Location: binlog.Location{Name: cp.BinlogName, Pos: cp.BinlogPos, GTID: cp.BinlogGTID},
-		SnapshotDone: cp.SnapshotDone, Time: cp.Time}, nil
+	return fromMirror(cp), nil
+}
+
+// fromMirror is the stream checkpoint an etcd mirror holds.
+func fromMirror(cp ha.StreamCheckpoint) stream.Checkpoint {
+	out := stream.Checkpoint{Location: binlog.Location{Name: cp.BinlogName, Pos: cp.BinlogPos, GTID: cp.BinlogGTID},
+		SnapshotDone: cp.SnapshotDone, Time: cp.Time}
+	if p := cp.Txn; p != nil {
+		out.Txn = &stream.TxnProgress{File: p.BinlogName, Pos: p.BinlogPos, Row: p.Row, Delete: p.KeyDelete, GTID: p.GTID, Events: p.Events}
+	}
+	return out
+}
+
+// mirrorOf is the etcd mirror of a stream checkpoint.
+func mirrorOf(cp stream.Checkpoint) ha.StreamCheckpoint {
+	out := ha.StreamCheckpoint{
+		BinlogName: cp.Location.Name, BinlogPos: cp.Location.Pos, BinlogGTID: cp.Location.GTID,
+		SnapshotDone: cp.SnapshotDone, Time: cp.Time,
+	}
+	if p := cp.Txn; p != nil {
+		out.Txn = &ha.StreamTxnProgress{BinlogName: p.File, BinlogPos: p.Pos, Row: p.Row, KeyDelete: p.Delete, GTID: p.GTID, Events: p.Events}
+	}
+	return out
 }
 
 // holderDeps wires a holder to the meta store, the etcd mirror and the
@@ -246,10 +267,7 @@ func (r *streamReconciler) holderDeps() streamHolderDeps {
 				if err := r.rt.Meta.SaveCheckpoint(name, cp); err != nil {
 					return errs.Wrap(err, CodeStreamMetaUnavailable, "stream %q: save its checkpoint", name)
 				}
-				_, err := r.store.PutStreamCheckpoint(ctx, r.source, name, ha.StreamCheckpoint{
-					BinlogName: cp.Location.Name, BinlogPos: cp.Location.Pos, BinlogGTID: cp.Location.GTID,
-					SnapshotDone: cp.SnapshotDone, Time: cp.Time,
-				})
+				_, err := r.store.PutStreamCheckpoint(ctx, r.source, name, mirrorOf(cp))
 				if err != nil {
 					// The local meta holds it; the mirror catches up at the next save.
 					r.log.Warn("mirror the stream checkpoint to etcd", zap.String("stream", name), zap.Error(err))

@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/stream"
 )
 
@@ -57,9 +58,18 @@ func NewStreamRuntimeBuilder(metrics *Metrics, sources *dbconn.Budget) StreamRun
 					return nil, err
 				}
 				sink := &measuredSink{Sink: inner, stream: cfg.Name, m: metrics}
-				t, err := stream.NewTask(stream.TaskConfig{
+				tc := stream.TaskConfig{
 					Stream: cfg, Source: src, Opener: relay, DB: conn, Sources: sources, Sink: sink, Save: save, Start: start, Logger: log,
-				})
+				}
+				if meta != nil {
+					tc.SaveLocal = func(_ context.Context, cp stream.Checkpoint) error {
+						if err := meta.SaveCheckpoint(cfg.Name, cp); err != nil {
+							return errs.Wrap(err, CodeStreamMetaUnavailable, "stream %q: save its checkpoint", cfg.Name)
+						}
+						return nil
+					}
+				}
+				t, err := stream.NewTask(tc)
 				if err != nil {
 					_ = sink.Close()
 					return nil, err

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -364,4 +365,63 @@ func (a *Applier) deleteByKey(ctx context.Context, tx *sql.Tx, ct *Table, key, i
 		return fmt.Errorf("%s: %w", q, err)
 	}
 	return nil
+}
+
+// Identity is ev's event identity as far as its record tells it: the
+// sink's ID when it carries one (NATS, Kafka), else
+// <file>:<pos>:<row>:<op> from the value's source block (op tells the two
+// halves of a key-changing update apart, whose identities differ by ":d").
+func Identity(ev Event) string {
+	if ev.ID != "" {
+		return ev.ID
+	}
+	s := ev.Value.Source
+	return s.File + ":" + strconv.FormatUint(uint64(s.Pos), 10) + ":" + strconv.Itoa(s.Row) + ":" + ev.Value.Op
+}
+
+// Deduper drops replays as a consumer that dedupes on identity does, and
+// checks that every replay carries the same key and content (before,
+// after, op, DDL and source block; not the processing time ts_ms) as the
+// identity's first delivery. It keeps a 64-bit digest of each identity
+// and of its content, not the events, so that it follows streams of
+// millions of events.
+type Deduper struct {
+	seen map[uint64]uint64 // identity digest → content digest
+	// Replayed counts deliveries of an identity already delivered.
+	Replayed int
+}
+
+// NewDeduper returns an empty Deduper.
+func NewDeduper() *Deduper { return &Deduper{seen: map[uint64]uint64{}} }
+
+// Unique is the number of distinct identities added.
+func (d *Deduper) Unique() int { return len(d.seen) }
+
+// Add reports whether ev is its identity's first delivery; a replay whose
+// content differs from the first delivery's is an error naming it.
+func (d *Deduper) Add(ev Event) (first bool, err error) {
+	id := Identity(ev)
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	idSum := h.Sum64()
+	h.Reset()
+	content, err := json.Marshal(struct {
+		Key   map[string]any
+		Value Value
+	}{ev.Key, ev.Value})
+	if err != nil {
+		return false, fmt.Errorf("event %s: %w", id, err)
+	}
+	_, _ = h.Write(content)
+	sum := h.Sum64()
+	was, seen := d.seen[idSum]
+	if !seen {
+		d.seen[idSum] = sum
+		return true, nil
+	}
+	d.Replayed++
+	if was != sum {
+		return false, fmt.Errorf("a replay of identity %s differs from its first delivery: now %s", id, content)
+	}
+	return false, nil
 }

@@ -40,9 +40,21 @@ func fileSinkName(stream string) *regexp.Regexp {
 // the sink cuts such a line off before it writes again, so none may be
 // left once a stream caught up.
 func readFileSink(dir, stream string) ([]cdctest.Event, error) {
+	var out []cdctest.Event
+	err := eachFileSinkEvent(dir, stream, func(ev cdctest.Event) error {
+		out = append(out, ev)
+		return nil
+	})
+	return out, err
+}
+
+// eachFileSinkEvent calls fn with every event the file sink of stream
+// wrote into dir, in sequence order, holding one file in memory at a time;
+// a torn line is an error as in readFileSink.
+func eachFileSinkEvent(dir, stream string, fn func(cdctest.Event) error) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("file sink of stream %s: %w", stream, err)
+		return fmt.Errorf("file sink of stream %s: %w", stream, err)
 	}
 	re := fileSinkName(stream)
 	type file struct {
@@ -57,34 +69,35 @@ func readFileSink(dir, stream string) ([]cdctest.Event, error) {
 		}
 		seq, err := strconv.Atoi(m[1])
 		if err != nil {
-			return nil, fmt.Errorf("file sink name %s: %w", e.Name(), err)
+			return fmt.Errorf("file sink name %s: %w", e.Name(), err)
 		}
 		files = append(files, file{seq, filepath.Join(dir, e.Name())})
 	}
 	slices.SortFunc(files, func(a, b file) int { return a.seq - b.seq })
-	var out []cdctest.Event
 	for _, f := range files {
 		data, err := os.ReadFile(f.path)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if len(data) > 0 && data[len(data)-1] != '\n' {
-			return nil, fmt.Errorf("%s ends with a torn line (%d bytes without a newline)", f.path, len(data)-bytes.LastIndexByte(data, '\n')-1)
+			return fmt.Errorf("%s ends with a torn line (%d bytes without a newline)", f.path, len(data)-bytes.LastIndexByte(data, '\n')-1)
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 		for line := 1; sc.Scan(); line++ {
 			ev, err := cdctest.Decode(sc.Bytes())
 			if err != nil {
-				return nil, fmt.Errorf("%s line %d: %w", f.path, line, err)
+				return fmt.Errorf("%s line %d: %w", f.path, line, err)
 			}
-			out = append(out, ev)
+			if err := fn(ev); err != nil {
+				return fmt.Errorf("%s line %d: %w", f.path, line, err)
+			}
 		}
 		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.path, err)
+			return fmt.Errorf("%s: %w", f.path, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // countFileSinkLines counts the lines the file sink of stream wrote into
