@@ -34,8 +34,10 @@ type change struct {
 	table  *tableInfo
 	before []any // update, delete
 	after  []any // insert, update
-	// loc is the location after the rows event the change comes from.
+	// loc is the location after the rows event the change comes from, row
+	// the change's index among the event's changes.
 	loc binlog.Location
+	row int
 	// safe applies the change idempotently (REPLACE, DELETE + REPLACE).
 	safe bool
 }

@@ -53,6 +53,10 @@ type reader struct {
 	// safeUntil: changes up to here may already be applied (safe mode).
 	safeUntil  binlog.Location
 	pendingDDL binlog.Location // from the checkpoint: DDL that may have run
+	// points: the last change a previous run applied of each key-less
+	// table, past the checkpoint (see tablepoint.go); emptied as the
+	// replay passes them.
+	points map[tableName]rowPoint
 
 	saved    binlog.Location // last saved checkpoint
 	savedAt  time.Time
@@ -132,6 +136,8 @@ type runStart struct {
 	cp        savedCheckpoint
 	safeUntil binlog.Location // safe mode up to here; zero when not needed
 	gset      mysql.GTIDSet   // the GTID set of cp.loc
+	// points are the key-less tables' table points past cp.loc.
+	points map[tableName]rowPoint
 }
 
 // startPoint saves what the last run could not, then returns the saved
@@ -159,11 +165,15 @@ func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
 	if !safeUntil.IsZero() && safeUntil.Compare(cp.loc) <= 0 {
 		safeUntil = binlog.Location{}
 	}
+	points, err := s.store.tablePoints(ctx, cp.loc)
+	if err != nil {
+		return runStart{}, err
+	}
 	gset, err := mysql.ParseGTIDSet(s.flavor, cp.loc.GTID)
 	if err != nil {
 		return runStart{}, errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
 	}
-	return runStart{cp: cp, safeUntil: safeUntil, gset: gset}, nil
+	return runStart{cp: cp, safeUntil: safeUntil, gset: gset, points: points}, nil
 }
 
 // metaStart is the location the subtask's meta names, for a first run.
@@ -246,7 +256,7 @@ func (s *Syncer) publishRunEnd() {
 func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 	loc := start.cp.loc
 	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
-		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
+		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL, points: start.points,
 		saved: loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.markGap = min(r.interval, markEvery)
@@ -364,7 +374,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	changes := make([]change, len(e.Rows)/step)
 	for i := 0; i+step <= len(e.Rows); i += step {
 		c := &changes[i/step]
-		*c = change{kind: kind, table: ti, loc: loc, safe: safe}
+		*c = change{kind: kind, table: ti, loc: loc, row: i / step, safe: safe}
 		first, err := ti.convertRowInPlace(e.Rows[i])
 		if err != nil {
 			return err
@@ -379,6 +389,9 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			if c.after, err = ti.convertRowInPlace(e.Rows[i+1]); err != nil {
 				return err
 			}
+		}
+		if r.replayed(c) {
+			continue
 		}
 		if err := r.disp.dispatch(ctx, c); err != nil {
 			return err

@@ -17,15 +17,17 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 )
 
-// The sync unit's tables in the meta schema; both are keyed by (task,
-// source, ...).
+// The sync unit's tables in the meta schema; all are keyed by (task,
+// source, ...). TablePointTable holds, per target table without a key, the
+// last row change applied to it (binlog location and row in its event).
 const (
 	CheckpointTable = "syncer_checkpoint"
 	SafePointTable  = "syncer_safe_point"
+	TablePointTable = "syncer_table_point"
 )
 
 // Tables lists every table of the sync unit in the meta schema.
-var Tables = []string{CheckpointTable, SafePointTable}
+var Tables = []string{CheckpointTable, SafePointTable, TablePointTable}
 
 // CreateStatements returns the statements that create schema and the sync
 // unit's tables in it when missing; the sync unit runs them before it reads
@@ -44,6 +46,11 @@ func CreateStatements(schema string) []string {
   task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL, worker INT NOT NULL,
   binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL,
   PRIMARY KEY (task, source, worker))`,
+		"CREATE TABLE IF NOT EXISTS " + table(TablePointTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
+  db_name VARCHAR(64) NOT NULL, tbl_name VARCHAR(64) NOT NULL,
+  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, row_index INT UNSIGNED NOT NULL,
+  PRIMARY KEY (task, source, db_name, tbl_name))`,
 	}
 }
 
