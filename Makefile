@@ -26,7 +26,7 @@ INTEGRATION_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 15m
 UNIT_TIMEOUT ?= 10m
 
-.PHONY: build run test test-unit test-integration test-failpoint test-streams-full test-stream-bigtxn-large test-fulldata-full vet deps bench fuzz failpoint-enable failpoint-disable clean
+.PHONY: build run test test-unit test-integration test-failpoint test-streams-full test-stream-bigtxn-large test-fulldata-full test-large vet deps bench fuzz failpoint-enable failpoint-disable clean
 
 ## demo: throwaway MariaDB source + target, a worker with embedded etcd, 200k rows on the source,
 ## a source and a task in mode all created with dmctl (dump, load and sync progress shown), a
@@ -163,6 +163,16 @@ test-stream-bigtxn-large: deps
 ## during the dump and 5 during the load)
 test-fulldata-full: deps
 	DM_FULLDATA_E2E_FULL=1 $(GO) test -count=1 -timeout 40m -run 'TestFullDataSurvivesKill9' -v ./tests/e2e
+
+## test-large: the large-transaction tests at the issue's sizes: one INSERT ... SELECT of N rows into a
+## keyed and a key-less table and one UPDATE of N rows, relay off and on, kill -9 in the middle of
+## each, worker peak RSS <= 256 MiB; N = 2M, then 10M (LARGE_ROWS overrides the list)
+LARGE_ROWS ?= 2000000 10000000
+test-large: deps
+	@for n in $(LARGE_ROWS); do \
+		echo "DM_BIGTXN_ROWS=$$n go test -run 'TestSyncLargeTransaction' ./tests/e2e"; \
+		DM_BIGTXN_ROWS=$$n $(GO) test -count=1 -timeout 180m -run 'TestSyncLargeTransaction' -v ./tests/e2e || exit 1; \
+	done
 
 ## failpoint-enable: rewrite failpoint markers into live code in FAILPOINT_PKGS (the whole tree when empty)
 failpoint-enable:

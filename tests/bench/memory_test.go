@@ -349,16 +349,16 @@ func settleAndSample(t *testing.T, w *workerProc, settle time.Duration, label st
 	}
 	var s memSample
 	var err error
-	if s.rss, err = procStatusBytes(w.pidString(), "VmRSS"); err != nil {
+	if s.rss, err = testutil.ProcStatusBytes(w.pidString(), "VmRSS"); err != nil {
 		t.Fatalf("RSS of dm-worker: %v", err)
 	}
-	if s.hwm, err = procStatusBytes(w.pidString(), "VmHWM"); err != nil {
+	if s.hwm, err = testutil.ProcStatusBytes(w.pidString(), "VmHWM"); err != nil {
 		t.Fatalf("peak RSS of dm-worker: %v", err)
 	}
-	if s.anon, err = procStatusBytes(w.pidString(), "RssAnon"); err != nil {
+	if s.anon, err = testutil.ProcStatusBytes(w.pidString(), "RssAnon"); err != nil {
 		t.Fatalf("anonymous RSS of dm-worker: %v", err)
 	}
-	if s.file, err = procStatusBytes(w.pidString(), "RssFile"); err != nil {
+	if s.file, err = testutil.ProcStatusBytes(w.pidString(), "RssFile"); err != nil {
 		t.Fatalf("file-backed RSS of dm-worker: %v", err)
 	}
 	gauges := scrapeGauges(t, w, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines")
@@ -370,22 +370,6 @@ func settleAndSample(t *testing.T, w *workerProc, settle time.Duration, label st
 	t.Logf("%s: RSS %.1f MiB (anon %.1f, file %.1f), peak %.1f MiB, heap in use %.1f MiB, stacks %.1f MiB, %d goroutines",
 		filepath.Base(label), mib(s.rss), mib(s.anon), mib(s.file), mib(s.hwm), mib(s.heapInuse), mib(s.stacks), s.goroutines)
 	return s
-}
-
-// procStatusBytes reads a kB line (VmRSS, VmHWM, ...) of /proc/<pid>/status, in bytes.
-func procStatusBytes(pid, key string) (int64, error) {
-	data, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
-	if err != nil {
-		return 0, err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s line in /proc/%s/status", key, pid)
 }
 
 // scrapeGauges reads unlabelled gauges from the worker's GET /metrics, in the order asked.

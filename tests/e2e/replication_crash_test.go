@@ -51,6 +51,9 @@ type replOptions struct {
 	// noWait: create the tables on the source but do not wait for them on
 	// the target, for set-ups that are meant to fail.
 	noWait bool
+	// syncer is the task's syncer config (YAML flow mapping); empty: 4
+	// workers, batches of 20, checkpoints every second.
+	syncer string
 }
 
 // startReplication sets everything up through dmctl, creates crashTables
@@ -74,6 +77,10 @@ func startReplication(t *testing.T, o replOptions) *replication {
 		targetTLS = fmt.Sprintf(`, max-allowed-packet: 16MiB,
   session: {sql_mode: "NO_AUTO_VALUE_ON_ZERO,NO_ENGINE_SUBSTITUTION", innodb_lock_wait_timeout: "20"},
   security: {ssl-ca: %q}`, o.targetCA(files))
+	}
+	syncerCfg := o.syncer
+	if syncerCfg == "" {
+		syncerCfg = "{worker-count: 4, batch: 20, checkpoint-flush-interval: 1}"
 	}
 	r := &replication{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, tgtOpts), c: newEtcdCluster(t), tls: files}
 	r.srcDB, r.tgtDB = r.src.DB(t), r.tgt.DB(t)
@@ -99,8 +106,8 @@ mysql-instances:
 block-allow-list:
   only-crash: {do-dbs: [%s]}
 syncers:
-  small: {worker-count: 4, batch: 20, checkpoint-flush-interval: 1}
-`, replTask, r.tgt.Port(), targetTLS, replSource, file, pos, crashDB)))
+  small: %s
+`, replTask, r.tgt.Port(), targetTLS, replSource, file, pos, crashDB, syncerCfg)))
 
 	r.src.Exec(t, "CREATE DATABASE "+crashDB)
 	for _, tb := range crashTables {

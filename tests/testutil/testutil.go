@@ -1,6 +1,6 @@
 // Package testutil holds what the tests of every package share: waiting
 // for a condition with one poll interval (or checking that one keeps
-// holding), and finding a free loopback port.
+// holding), finding a free loopback port, and reading a process's memory.
 // Tests import it instead of writing their own loops, so that a timeout
 // always reports the state at the deadline.
 package testutil

@@ -48,6 +48,9 @@ type applyWorker struct {
 	// so a later restart cannot leave safe mode too early.
 	floor binlog.Location
 
+	// points is scratch space for the batch's key-less table points.
+	points []tablePoint
+
 	marked atomic.Uint64 // highest mark applied
 	// catchingUp is the dispatcher's: while set, a worker with less than a
 	// full batch waits up to catchUpLinger for more before committing.
@@ -138,6 +141,10 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 		stmts = append(stmts, fk)
 	}
 	stmts = append(stmts, w.store.safePointStmt(w.id, highest))
+	w.points = keylessPoints(w.points, batch)
+	for _, p := range w.points {
+		stmts = append(stmts, w.store.tablePointStmt(p))
+	}
 	began := time.Now()
 	// A batch sent to the target runs to its end even when the run is
 	// cancelled (pause, stop), so that no transaction commits on the target
@@ -230,16 +237,23 @@ func clipSQL(s string) string {
 	return s
 }
 
-// maxCausalityKeys bounds the dispatcher's key map; past it the dispatcher
-// waits for every worker and starts over.
-const maxCausalityKeys = 1 << 20
+// maxCausalityKeys bounds each generation of the dispatcher's key map (see
+// dispatcher.rotate): the map holds at most twice as many keys.
+const maxCausalityKeys = 1 << 16
 
 // dispatcher hands changes to workers so that changes sharing a row key go
 // to the same worker, in binlog order. It is owned by the read loop.
 type dispatcher struct {
-	workers  []*applyWorker
-	keys     map[uint64]int // causality key hash -> worker holding changes of it
-	seq      uint64         // last mark sent
+	workers []*applyWorker
+	// keys maps a causality key hash to the worker holding changes of it:
+	// keys since the last rotation, and in old those of the generation
+	// before, whose changes may not all be applied yet; oldMark is the mark
+	// sent when old was retired, after all of them.
+	keys     map[uint64]int
+	old      map[uint64]int
+	oldMark  uint64
+	maxKeys  int    // keys of a generation: maxCausalityKeys
+	seq      uint64 // last mark sent
 	progress chan struct{}
 	seed     maphash.Seed
 	scratch  []uint64 // causality key hashes of the change being dispatched
@@ -255,7 +269,8 @@ type dispatcher struct {
 }
 
 func newDispatcher(progress chan struct{}) *dispatcher {
-	return &dispatcher{keys: map[uint64]int{}, progress: progress, seed: maphash.MakeSeed()}
+	return &dispatcher{keys: map[uint64]int{}, old: map[uint64]int{}, maxKeys: maxCausalityKeys, progress: progress,
+		seed: maphash.MakeSeed()}
 }
 
 // dispatch sends one change to its worker. When the change's keys are held
@@ -266,7 +281,11 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 	d.scratch = keys
 	target, conflict := -1, false
 	for _, k := range keys {
-		if w, ok := d.keys[k]; ok {
+		w, ok := d.keys[k]
+		if !ok {
+			w, ok = d.old[k]
+		}
+		if ok {
 			if target == -1 {
 				target = w
 			} else if target != w {
@@ -274,11 +293,17 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 			}
 		}
 	}
-	if conflict || len(d.keys) >= maxCausalityKeys {
+	if conflict {
 		if err := d.barrier(ctx); err != nil {
 			return err
 		}
 		target = -1
+	} else if len(d.keys) >= d.maxKeys {
+		// target, if any, still holds earlier changes of the keys: the
+		// rotation keeps its mapping in old.
+		if err := d.rotate(ctx); err != nil {
+			return err
+		}
 	}
 	if target == -1 {
 		target = int(keys[0] % uint64(len(d.workers)))
@@ -334,6 +359,38 @@ func (d *dispatcher) barrier(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.waitApplied(ctx, seq); err != nil {
+		return err
+	}
+	clear(d.keys)
+	clear(d.old)
+	return nil
+}
+
+// rotate starts a new generation of the key map without waiting for the
+// workers: the current keys become old, and a mark sent now tells when
+// all their changes are committed. The generation before, retired at the
+// previous rotation, must be by then (its mark normally is applied long
+// before: the workers' queues hold far fewer changes than a generation);
+// only then its map is dropped. So no mapping is forgotten while its
+// worker may still hold changes of the key, the map holds at most two
+// generations of maxKeys, and a transaction touching millions of
+// distinct rows streams through it without the stall of a barrier.
+func (d *dispatcher) rotate(ctx context.Context) error {
+	if err := d.waitApplied(ctx, d.oldMark); err != nil {
+		return err
+	}
+	seq, err := d.mark(ctx)
+	if err != nil {
+		return err
+	}
+	clear(d.old)
+	d.keys, d.old, d.oldMark = d.old, d.keys, seq
+	return nil
+}
+
+// waitApplied waits until every worker has applied mark seq.
+func (d *dispatcher) waitApplied(ctx context.Context, seq uint64) error {
 	for d.applied() < seq {
 		select {
 		case <-d.progress:
@@ -341,7 +398,6 @@ func (d *dispatcher) barrier(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 	}
-	clear(d.keys)
 	return nil
 }
 

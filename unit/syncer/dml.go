@@ -34,15 +34,15 @@ type change struct {
 	table  *tableInfo
 	before []any // update, delete
 	after  []any // insert, update
-	// loc is the location after the rows event the change comes from.
+	// loc is the location after the rows event the change comes from, row
+	// the change's index among the event's changes.
 	loc binlog.Location
+	row int
 	// safe applies the change idempotently (REPLACE, DELETE + REPLACE).
 	safe bool
 	// fkChecks: the source session wrote the change with
 	// foreign_key_checks on; it matters for tables of a foreign key group.
 	fkChecks bool
-	// row is the change's index among the rows event's changes.
-	row int
 }
 
 // stmt is one statement with its arguments.

@@ -56,6 +56,10 @@ type reader struct {
 	// fkApplied: the last applied change of each foreign key group table
 	// (see foreign_keys.go); read at the run's start.
 	fkApplied map[tableName]fkPoint
+	// points: the last change a previous run applied of each key-less
+	// table, past the checkpoint (see tablepoint.go); emptied as the
+	// replay passes them.
+	points map[tableName]rowPoint
 
 	saved    binlog.Location // last saved checkpoint
 	savedAt  time.Time
@@ -158,6 +162,8 @@ type runStart struct {
 	safeUntil binlog.Location // safe mode up to here; zero when not needed
 	gset      mysql.GTIDSet   // the GTID set of cp.loc
 	fkApplied map[tableName]fkPoint
+	// points are the key-less tables' table points past cp.loc.
+	points map[tableName]rowPoint
 }
 
 // startPoint saves what the last run could not, then returns the saved
@@ -185,6 +191,10 @@ func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
 	if !safeUntil.IsZero() && safeUntil.Compare(cp.loc) <= 0 {
 		safeUntil = binlog.Location{}
 	}
+	points, err := s.store.tablePoints(ctx, cp.loc)
+	if err != nil {
+		return runStart{}, err
+	}
 	gset, err := mysql.ParseGTIDSet(s.flavor, cp.loc.GTID)
 	if err != nil {
 		return runStart{}, errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
@@ -193,7 +203,7 @@ func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
 	if err != nil {
 		return runStart{}, err
 	}
-	return runStart{cp: cp, safeUntil: safeUntil, gset: gset, fkApplied: fkApplied}, nil
+	return runStart{cp: cp, safeUntil: safeUntil, gset: gset, fkApplied: fkApplied, points: points}, nil
 }
 
 // metaStart is the location the subtask's meta names, for a first run.
@@ -277,7 +287,7 @@ func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 	loc := start.cp.loc
 	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
 		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
-		fkApplied: start.fkApplied,
+		fkApplied: start.fkApplied, points: start.points,
 		saved:     loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.markGap = min(r.interval, markEvery)
@@ -434,6 +444,9 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			if c.after, err = ti.convertRowInPlace(e.Rows[i+1]); err != nil {
 				return err
 			}
+		}
+		if r.replayed(c) {
+			continue
 		}
 		if err := r.disp.dispatch(ctx, c); err != nil {
 			return err

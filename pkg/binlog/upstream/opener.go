@@ -47,6 +47,17 @@ const (
 	SilenceLimit = 3 * Heartbeat
 )
 
+// EventCache is how many parsed events go-mysql's BinlogSyncer may hold
+// between its reading goroutine and the consumer (its EventCacheCount,
+// 10,240 by default). A parsed row event costs about three times its size
+// (row images as Go values beside the packet), so with the default a
+// consumer slower than the network (every sync unit applying a large
+// transaction) held ~10,000 events of up to 8 KiB each: 330-530 MiB of
+// RSS for the sync unit alone. A few dozen events keep the parser and the
+// consumer overlapping; memory is then bounded by EventCache times the
+// largest event.
+const EventCache = 64
+
 // Opener reads binlog straight from the source over a replication
 // connection of its own; it is the binlog.StreamOpener used when relay does
 // not run for the source. Open and Close may be called from different
@@ -87,6 +98,7 @@ func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, ser
 			TimestampStringLocation: time.UTC,
 			UseDecimal:              true,
 			HeartbeatPeriod:         Heartbeat,
+			EventCacheCount:         EventCache,
 			// No ReadTimeout: go-mysql would set a read deadline before
 			// every packet. A DeadlineDialer bounds the handshake, the read
 			// loop's silence limit the dump.

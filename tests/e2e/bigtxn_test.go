@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dmworker/dm-worker/tests/testutil"
+)
+
+// Issue 23's acceptance, sync side: one transaction of many rows, read
+// straight from the source or through the relay, keeps the worker within
+// bigTxnRSSLimit, and a kill -9 in the middle of applying it neither loses
+// nor duplicates a row, in a table with a primary key or without any key.
+
+const (
+	// bigTxnRowsEnv sets the rows of each large transaction; the default
+	// keeps `make test` short, `make test-large` runs 2M and 10M.
+	bigTxnRowsEnv  = "DM_BIGTXN_ROWS"
+	bigTxnRowsDflt = 200000
+	// bigTxnRSSLimit bounds the worker's peak RSS whatever the size: the
+	// unit holds bounded queues, not transactions.
+	bigTxnRSSLimit = 256 << 20
+	// bigTxnProfileEnv names a directory for a heap profile of the worker
+	// taken before each kill and at the end.
+	bigTxnProfileEnv = "DM_BIGTXN_PROFILE_DIR"
+	bigTxnKeyed      = crashDB + ".big"
+	bigTxnNoKey      = crashDB + ".big_nokey"
+)
+
+// TestSyncLargeTransaction replicates, straight from the source, one
+// INSERT ... SELECT of N rows into a keyed and N into a key-less table (one
+// transaction) and one UPDATE of the N keyed rows (another), killing the
+// worker with SIGKILL in the middle of applying each.
+func TestSyncLargeTransaction(t *testing.T) { testSyncLargeTransaction(t, false) }
+
+// TestSyncLargeTransactionWithRelay is TestSyncLargeTransaction through the
+// relay.
+func TestSyncLargeTransactionWithRelay(t *testing.T) { testSyncLargeTransaction(t, true) }
+
+func testSyncLargeTransaction(t *testing.T, relay bool) {
+	n := bigTxnRows(t)
+	r := startReplication(t, replOptions{relay: relay,
+		syncer: "{worker-count: 4, batch: 100, checkpoint-flush-interval: 1}"})
+	r.src.Exec(t, "CREATE TABLE "+bigTxnKeyed+" (id INT NOT NULL PRIMARY KEY, k INT NOT NULL, c VARCHAR(100) NOT NULL)")
+	r.src.Exec(t, "CREATE TABLE "+bigTxnNoKey+" (id INT, k INT, c VARCHAR(100))")
+	testutil.Eventually(t, 30*time.Second, "the large transaction tables exist on the target", func() error {
+		_, err := r.bigCounts()
+		return err
+	})
+
+	began := time.Now()
+	r.srcTxn(fmt.Sprintf("INSERT INTO %s SELECT seq, seq, RPAD(MD5(seq), 100, '-') FROM %s.seq_1_to_%d", bigTxnKeyed, crashDB, n),
+		fmt.Sprintf("INSERT INTO %s SELECT seq, seq, RPAD(MD5(seq), 100, '-') FROM %s.seq_1_to_%d", bigTxnNoKey, crashDB, n))
+	r.srcTxn(fmt.Sprintf("UPDATE %s SET k = k + 1, c = RPAD(SHA1(id), 100, '+')", bigTxnKeyed))
+	t.Logf("source: 2 transactions of %d + %d inserts and %d updates committed in %s", n, n, n,
+		time.Since(began).Round(time.Millisecond))
+
+	var peaks []int64
+	// Kill 1: the key-less table's rows are being applied.
+	r.waitSubtask(r.bigTimeout(n), "the sync unit applies the key-less table's rows", func(d subtaskDoc) bool {
+		return d.syncing() && d.Progress.Inserts >= uint64(n)+uint64(n)/2
+	})
+	peaks = append(peaks, r.killBig("in the INSERT ... SELECT", func(c bigCounts) bool { return c.noKey > 0 && c.noKey < n }))
+	r.restartWorker()
+	// Kill 2: the update is being applied.
+	r.waitSubtask(r.bigTimeout(n), "the sync unit applies the update", func(d subtaskDoc) bool {
+		return d.syncing() && d.Progress.Updates >= uint64(n)/2
+	})
+	peaks = append(peaks, r.killBig("in the UPDATE", func(c bigCounts) bool { return c.updated > 0 && c.updated < n }))
+	r.restartWorker()
+
+	r.waitBigEqual(r.bigTimeout(n))
+	t.Logf("target equal to the source %s after the source committed", time.Since(began).Round(time.Millisecond))
+	peaks = append(peaks, r.bigPeak("at the end"))
+	for i, p := range peaks {
+		t.Logf("worker process %d: peak RSS %.1f MiB", i+1, float64(p)/(1<<20))
+		if p > bigTxnRSSLimit {
+			t.Errorf("worker process %d: peak RSS %.1f MiB, above %d MiB (relay %v, %d rows per transaction)",
+				i+1, float64(p)/(1<<20), bigTxnRSSLimit>>20, relay, n)
+		}
+	}
+}
+
+// bigTxnRows is the rows of each large transaction: DM_BIGTXN_ROWS or the
+// short default.
+func bigTxnRows(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv(bigTxnRowsEnv)
+	if s == "" {
+		return bigTxnRowsDflt
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1000 {
+		t.Fatalf("%s=%q: want a row count of at least 1000", bigTxnRowsEnv, s)
+	}
+	return n
+}
+
+// bigTimeout bounds each wait of the test: generous for a shared two-core
+// machine (about 2,000 row changes a second at the least).
+func (r *replication) bigTimeout(n int) time.Duration {
+	return time.Minute + time.Duration(n/2000)*time.Second
+}
+
+// srcTxn runs queries in one source transaction.
+func (r *replication) srcTxn(queries ...string) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(r.t.Context(), 30*time.Minute)
+	defer cancel()
+	tx, err := r.srcDB.BeginTx(ctx, nil)
+	if err != nil {
+		r.t.Fatalf("source: begin: %v", err)
+	}
+	for _, q := range queries {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			r.t.Fatalf("source: %s: %v (rollback: %v)", q, err, tx.Rollback())
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		r.t.Fatalf("source: commit: %v", err)
+	}
+}
+
+// bigCounts is what the target holds of the large transactions.
+type bigCounts struct {
+	keyed, noKey int // rows
+	updated      int // keyed rows the UPDATE changed
+}
+
+// bigCounts counts the large transaction tables' rows on the target.
+func (r *replication) bigCounts() (bigCounts, error) {
+	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
+	defer cancel()
+	var c bigCounts
+	err := r.tgtDB.QueryRowContext(ctx, fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s), (SELECT COUNT(*) FROM %s), "+
+		"(SELECT COUNT(*) FROM %s WHERE k = id + 1)", bigTxnKeyed, bigTxnNoKey, bigTxnKeyed)).Scan(&c.keyed, &c.noKey, &c.updated)
+	return c, err
+}
+
+// killBig reads the worker's peak RSS, kills it with SIGKILL and checks
+// with mid that the target holds part of the transaction being applied
+// (so the kill hit it in the middle); it returns the peak RSS.
+func (r *replication) killBig(what string, mid func(bigCounts) bool) int64 {
+	r.t.Helper()
+	peak := r.bigPeak(what)
+	st, _ := r.subtask()
+	r.killWorker()
+	c, err := r.bigCounts()
+	if err != nil {
+		r.t.Fatalf("target counts after the kill %s: %v", what, err)
+	}
+	r.t.Logf("kill %s: peak RSS %.1f MiB; target %d keyed rows (%d updated), %d key-less rows; subtask %v",
+		what, float64(peak)/(1<<20), c.keyed, c.updated, c.noKey, st)
+	if !mid(c) {
+		r.t.Fatalf("the kill %s did not hit the transaction being applied: target %+v", what, c)
+	}
+	return peak
+}
+
+// bigPeak reads the current worker's peak RSS (VmHWM) and, with
+// DM_BIGTXN_PROFILE_DIR set, saves its heap profile there (named after
+// when).
+func (r *replication) bigPeak(when string) int64 {
+	r.t.Helper()
+	peak, err := testutil.ProcStatusBytes(strconv.Itoa(r.w.pid), "VmHWM")
+	if err != nil {
+		r.t.Fatalf("peak RSS of dm-worker: %v", err)
+	}
+	if dir := os.Getenv(bigTxnProfileEnv); dir != "" {
+		res, err := httpDo(http.MethodGet, r.w.url("/debug/pprof/heap"), "")
+		if err != nil || res.code != http.StatusOK {
+			r.t.Fatalf("GET /debug/pprof/heap: %v %d", err, res.code)
+		}
+		file := filepath.Join(dir, fmt.Sprintf("%s-%s.heap.pprof", r.t.Name(), strings.ReplaceAll(when, " ", "-")))
+		if err := os.WriteFile(file, []byte(res.body), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+		r.t.Logf("heap profile %s saved to %s", when, file)
+	}
+	return peak
+}
+
+// waitBigEqual waits up to d until the large transaction tables (and
+// crashTables) have the same CHECKSUM TABLE on the target as on the source,
+// and checks the row counts (a duplicate of a key-less row would show).
+func (r *replication) waitBigEqual(d time.Duration) {
+	r.t.Helper()
+	names := []string{bigTxnKeyed, bigTxnNoKey}
+	for _, tb := range crashTables {
+		names = append(names, crashDB+"."+tb.name)
+	}
+	want, err := checksumTables(r.srcDB, names, time.Minute)
+	if err != nil {
+		r.t.Fatalf("source checksums: %v", err)
+	}
+	testutil.Eventually(r.t, d, "the target has the source's checksums", func() error {
+		got, err := checksumTables(r.tgtDB, names, time.Minute)
+		if err != nil {
+			return err
+		}
+		var diff []string
+		for name, sum := range want {
+			if got[name] != sum {
+				diff = append(diff, fmt.Sprintf("%s: source %v, target %v", name, sum.String, got[name].String))
+			}
+		}
+		if len(diff) > 0 {
+			c, _ := r.bigCounts()
+			return fmt.Errorf("%s; target %+v", strings.Join(diff, "; "), c)
+		}
+		return nil
+	})
+	c, err := r.bigCounts()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	n := bigTxnRows(r.t)
+	if c.keyed != n || c.noKey != n || c.updated != n {
+		r.t.Errorf("target holds %+v, want %d rows in each table, all updated", c, n)
+	}
+}
