@@ -21,7 +21,7 @@ func TestServerID(t *testing.T) {
 // queue, not in go-mysql's default of 10,240 (hundreds of MiB of row
 // images while a large transaction is applied).
 func TestOpenerBoundsEventCache(t *testing.T) {
-	o := NewOpener(&config.SourceConfig{}, &dbconn.Endpoint{}, "mariadb", 1)
+	o := NewOpener(&config.SourceConfig{}, &dbconn.Endpoint{}, "mariadb", 1, nil)
 	if got := o.cfg.EventCacheCount; got != EventCache || got > 256 {
 		t.Fatalf("EventCacheCount = %d, want EventCache (%d)", got, EventCache)
 	}
