@@ -48,9 +48,6 @@ type applyWorker struct {
 	// so a later restart cannot leave safe mode too early.
 	floor binlog.Location
 
-	// points is scratch space for the batch's key-less table points.
-	points []tablePoint
-
 	marked atomic.Uint64 // highest mark applied
 	// catchingUp is the dispatcher's: while set, a worker with less than a
 	// full batch waits up to catchUpLinger for more before committing.
@@ -137,14 +134,10 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 			highest = c.loc
 		}
 	}
-	if fk, ok := w.store.fkPointStmt(batch); ok {
-		stmts = append(stmts, fk)
+	if tp, ok := w.store.tablePointStmt(batch); ok {
+		stmts = append(stmts, tp)
 	}
 	stmts = append(stmts, w.store.safePointStmt(w.id, highest))
-	w.points = keylessPoints(w.points, batch)
-	for _, p := range w.points {
-		stmts = append(stmts, w.store.tablePointStmt(p))
-	}
 	began := time.Now()
 	// A batch sent to the target runs to its end even when the run is
 	// cancelled (pause, stop), so that no transaction commits on the target

@@ -13,15 +13,14 @@
 // unit resumes at the checkpoint and runs in safe mode (INSERT as REPLACE,
 // UPDATE as DELETE + REPLACE) until it has passed the highest recorded
 // location, so replaying changes that were already applied is idempotent.
-// Tables that foreign keys of the target connect are the exception: they are
-// applied exactly once instead (foreign_keys.go), because replaying a
-// parent's change re-runs its cascades.
 // Workers commit batches inside a source transaction (a large transaction
-// is never held whole), so a replay can repeat part of one; for a table
-// without a key, where REPLACE cannot recognise a row, every batch also
-// records the last change of each such table it applied
-// (<meta-schema>.syncer_table_point) and a restarted run skips exactly the
-// changes up to it (tablepoint.go).
+// is never held whole), so a replay can repeat part of one. Two kinds of
+// tables cannot be replayed that way: tables without a key, where REPLACE
+// cannot recognise a row, and tables that foreign keys of the target
+// connect, where REPLACE cascades. Their changes are ordered on one worker,
+// every batch records the last change of each such table it applied
+// (<meta-schema>.syncer_table_point), and a restarted run skips exactly the
+// changes up to it and applies the rest without safe mode (tablepoint.go).
 // A DDL is recorded as pending in the checkpoint before it runs; if the
 // process dies before the checkpoint after it, the replayed DDL tolerates
 // "already done" errors (duplicate column, table exists...).

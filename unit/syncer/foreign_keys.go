@@ -2,18 +2,14 @@ package syncer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/fkeys"
-	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // Foreign keys. The source does not write the changes its cascades make
@@ -33,7 +29,11 @@ import (
 //   - without compaction and without merging deletes into one statement
 //     (both reorder rows, and with checks on a RESTRICT key or a cascade
 //     sees the order);
-//   - in safe mode, with statements that never delete a row to rewrite it:
+//   - exactly once across a crash, as ordered tables: each batch records the
+//     table's last applied change and a restarted run skips up to it and
+//     applies the rest without safe mode (tablepoint.go);
+//   - in safe mode (where no table point exists, or the task sets
+//     safe-mode), with statements that never delete a row to rewrite it:
 //     REPLACE deletes the old row first, which cascades to its children (or
 //     fails on RESTRICT), so a row is written with INSERT IGNORE ... ON
 //     DUPLICATE KEY UPDATE, an update that moves a key with UPDATE IGNORE
@@ -253,89 +253,4 @@ func (s *Syncer) foreignKeyProblems(ctx context.Context) ([]fkeys.Problem, error
 		Route:   func(t tableName) tableName { return s.router.Route(t.Schema, t.Table) },
 	}
 	return fkeys.Missing(srcKeys, sel, tgtKeys, func(t tableName) bool { return tables[t] }), nil
-}
-
-// Exact replay. Safe mode's idempotent statements are not enough for a
-// foreign key group: replaying a parent's insert writes again a row that a
-// later update moved or a later delete removed, and children then point at
-// it. So every batch records, in its own transaction, the last change it
-// applied of each group table (syncer_fk_point: binlog location of the rows
-// event and the row's index in it); the group's changes are applied in
-// order on one worker, so every earlier change of that table is applied
-// too. A run skips the changes of a group table up to its point and applies
-// the rest as new changes, safe mode or not: nothing is replayed. A group
-// table without a point (none of its changes was applied while it was in a
-// group) gets the IGNORE forms of groupStatements in safe mode, as it does
-// when safe-mode is set in the task.
-
-// fkPoint is the last applied change of one source table.
-type fkPoint struct {
-	loc binlog.Location // after the rows event (Name, Pos)
-	row int             // index of the row change in the event
-}
-
-// covers reports whether the change at row of the rows event ending at loc
-// is at or before p, that is applied.
-func (p fkPoint) covers(loc binlog.Location, row int) bool {
-	if c := loc.Compare(p.loc); c != 0 {
-		return c < 0
-	}
-	return row <= p.row
-}
-
-func (s *checkpointStore) fkPointTable() string { return s.table(syncmeta.FKPointTable) }
-
-// fkPointStmt records, inside a worker's batch transaction, the last
-// change of each group table in batch; ok is false when it has none.
-func (s *checkpointStore) fkPointStmt(batch []*change) (_ stmt, ok bool) {
-	last := map[tableName]*change{}
-	var order []tableName
-	for _, c := range batch {
-		if c.table.fkGroup == "" {
-			continue
-		}
-		if _, seen := last[c.table.source]; !seen {
-			order = append(order, c.table.source)
-		}
-		last[c.table.source] = c
-	}
-	if len(order) == 0 {
-		return stmt{}, false
-	}
-	var b strings.Builder
-	b.WriteString("REPLACE INTO " + s.fkPointTable() +
-		" (task, source, source_schema, source_table, binlog_name, binlog_pos, row_index) VALUES ")
-	args := make([]any, 0, 7*len(order))
-	for i, t := range order {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?,?,?,?,?)")
-		c := last[t]
-		args = append(args, s.task, s.source, t.Schema, t.Table, c.loc.Name, c.loc.Pos, c.row)
-	}
-	return stmt{sql: b.String(), args: args}, true
-}
-
-// loadFKPoints returns the recorded points of the task's group tables.
-func (s *checkpointStore) loadFKPoints(ctx context.Context) (_ map[tableName]fkPoint, err error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT source_schema, source_table, binlog_name, binlog_pos, row_index FROM "+
-		s.fkPointTable()+" WHERE task = ? AND source = ?", s.task, s.source)
-	if err != nil {
-		return nil, errs.Wrap(err, CodeCheckpoint, "sync: load the foreign key tables' apply points of task %q", s.task)
-	}
-	defer func() { err = errors.Join(err, rows.Close()) }()
-	out := map[tableName]fkPoint{}
-	for rows.Next() {
-		var t tableName
-		var p fkPoint
-		if err := rows.Scan(&t.Schema, &t.Table, &p.loc.Name, &p.loc.Pos, &p.row); err != nil {
-			return nil, errs.Wrap(err, CodeCheckpoint, "sync: read the foreign key tables' apply points of task %q", s.task)
-		}
-		out[t] = p
-	}
-	if err := rows.Err(); err != nil {
-		return nil, errs.Wrap(err, CodeCheckpoint, "sync: read the foreign key tables' apply points of task %q", s.task)
-	}
-	return out, nil
 }

@@ -119,24 +119,6 @@ func TestGroupCausality(t *testing.T) {
 	}
 }
 
-func TestFKPointCovers(t *testing.T) {
-	p := fkPoint{loc: locAt("mariadb-bin.000002", 500), row: 3}
-	for _, tc := range []struct {
-		file string
-		pos  uint32
-		row  int
-		want bool
-	}{
-		{"mariadb-bin.000001", 900, 9, true}, {"mariadb-bin.000002", 400, 9, true},
-		{"mariadb-bin.000002", 500, 3, true}, {"mariadb-bin.000002", 500, 4, false},
-		{"mariadb-bin.000002", 600, 0, false}, {"mariadb-bin.000003", 4, 0, false},
-	} {
-		if got := p.covers(locAt(tc.file, tc.pos), tc.row); got != tc.want {
-			t.Errorf("covers(%s:%d row %d) = %v, want %v", tc.file, tc.pos, tc.row, got, tc.want)
-		}
-	}
-}
-
 func locAt(name string, pos uint32) binlog.Location { return binlog.Location{Name: name, Pos: pos} }
 
 // TestWarnsOfMissingCascade: a child table whose ON DELETE CASCADE key the

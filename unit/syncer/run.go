@@ -53,12 +53,8 @@ type reader struct {
 	// safeUntil: changes up to here may already be applied (safe mode).
 	safeUntil  binlog.Location
 	pendingDDL binlog.Location // from the checkpoint: DDL that may have run
-	// fkApplied: the last applied change of each foreign key group table
-	// (see foreign_keys.go); read at the run's start.
-	fkApplied map[tableName]fkPoint
-	// points: the last change a previous run applied of each key-less
-	// table, past the checkpoint (see tablepoint.go); emptied as the
-	// replay passes them.
+	// points: the last change a previous run applied of each ordered
+	// table (no key, or a foreign key group: tablepoint.go).
 	points map[tableName]rowPoint
 
 	saved    binlog.Location // last saved checkpoint
@@ -159,11 +155,9 @@ func (r *reader) drain(ctx context.Context, cause error) {
 // runStart is where a run starts reading and what it knows from before.
 type runStart struct {
 	cp        savedCheckpoint
-	safeUntil binlog.Location // safe mode up to here; zero when not needed
-	gset      mysql.GTIDSet   // the GTID set of cp.loc
-	fkApplied map[tableName]fkPoint
-	// points are the key-less tables' table points past cp.loc.
-	points map[tableName]rowPoint
+	safeUntil binlog.Location        // safe mode up to here; zero when not needed
+	gset      mysql.GTIDSet          // the GTID set of cp.loc
+	points    map[tableName]rowPoint // table points (tablepoint.go)
 }
 
 // startPoint saves what the last run could not, then returns the saved
@@ -191,7 +185,7 @@ func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
 	if !safeUntil.IsZero() && safeUntil.Compare(cp.loc) <= 0 {
 		safeUntil = binlog.Location{}
 	}
-	points, err := s.store.tablePoints(ctx, cp.loc)
+	points, err := s.store.tablePoints(ctx)
 	if err != nil {
 		return runStart{}, err
 	}
@@ -199,11 +193,7 @@ func (s *Syncer) startPoint(ctx context.Context) (runStart, error) {
 	if err != nil {
 		return runStart{}, errs.New(CodeConfig, false, "sync: GTID set %q of the start location: %w", cp.loc.GTID, err)
 	}
-	fkApplied, err := s.store.loadFKPoints(ctx)
-	if err != nil {
-		return runStart{}, err
-	}
-	return runStart{cp: cp, safeUntil: safeUntil, gset: gset, fkApplied: fkApplied, points: points}, nil
+	return runStart{cp: cp, safeUntil: safeUntil, gset: gset, points: points}, nil
 }
 
 // metaStart is the location the subtask's meta names, for a first run.
@@ -287,8 +277,8 @@ func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 	loc := start.cp.loc
 	r := &reader{s: s, cfg: s.cfg, disp: disp, tables: newTableCache(s.target, s.router),
 		tr: binlog.NewTracker(loc, start.gset), safeUntil: start.safeUntil, pendingDDL: start.cp.pendingDDL,
-		fkApplied: start.fkApplied, points: start.points,
-		saved:     loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
+		points: start.points,
+		saved:  loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.markGap = min(r.interval, markEvery)
 	r.ddl = s.newDDLApplier(r)
@@ -413,11 +403,11 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if kind == kindUpdate {
 		step = 2
 	}
-	// A foreign key group table's changes up to its apply point are on the
-	// target; the others are not: no safe mode for them (foreign_keys.go).
-	point, exact := fkPoint{}, false
-	if ti.fkGroup != "" {
-		if point, exact = r.fkApplied[ti.source]; exact {
+	// An ordered table's changes up to its table point are on the target,
+	// the others are not: no safe mode for them (tablepoint.go).
+	point, exact := rowPoint{}, false
+	if ti.ordered() {
+		if point, exact = r.points[ti.source]; exact {
 			safe = r.cfg.Syncer.SafeMode
 		}
 	}
@@ -425,7 +415,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	// loop's alone, so its row images are converted in place.
 	changes := make([]change, len(e.Rows)/step)
 	for i := 0; i+step <= len(e.Rows); i += step {
-		if exact && point.covers(loc, i/step) {
+		if exact && !(rowPoint{loc: loc, row: i / step}).after(point) {
 			continue
 		}
 		c := &changes[i/step]
@@ -444,9 +434,6 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			if c.after, err = ti.convertRowInPlace(e.Rows[i+1]); err != nil {
 				return err
 			}
-		}
-		if r.replayed(c) {
-			continue
 		}
 		if err := r.disp.dispatch(ctx, c); err != nil {
 			return err

@@ -3,26 +3,35 @@ package syncer
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
-// Table points. Safe mode makes replaying a change idempotent only where a
-// key identifies its row: for a table without a key, a replayed INSERT (as
-// REPLACE, which replaces nothing) adds the row once more. Workers commit
-// batches inside a source transaction (a large one is never held whole),
-// and a restart replays from the checkpoint, the transaction's start, so a
-// key-less table would get every row already applied twice.
+// Table points: exact replay for the tables safe mode cannot replay.
 //
-// Every change of a key-less target table goes to one worker, in binlog
-// order (its only causality key is the table), and a worker commits its
-// changes in order. So each batch records, in the same target transaction,
-// the position of its last change of each key-less table (<meta-schema>.
-// syncer_table_point): every change of that table up to the position is on
-// the target, none after it. A restarted run skips exactly those changes.
+// Safe mode makes replaying a change idempotent only where REPLACE by key
+// is harmless. Two kinds of tables break that:
+//   - a table without a key: a replayed INSERT (as REPLACE, which replaces
+//     nothing) adds the row once more, and workers commit batches inside a
+//     source transaction (a large one is never held whole), so a restart
+//     from the checkpoint, the transaction's start, would repeat rows;
+//   - a table of a foreign key group (foreign_keys.go): REPLACE deletes the
+//     old row first, which cascades to its children, and replaying a
+//     parent's insert writes again a row that a later change moved or
+//     removed.
+//
+// Every change of such an ordered table goes to one apply worker in binlog
+// order: its only causality key is the table (no key) or its group. So each
+// batch records, in the same target transaction, the position of its last
+// change of each ordered source table (<meta-schema>.syncer_table_point):
+// every change of that table up to the position is on the target, none
+// after it. A restarted run skips exactly those changes and applies the
+// rest as new ones, without safe mode (unless the task sets safe-mode). An
+// ordered table without a point had none of its changes applied by the
+// unit since the point table existed; it keeps the ordinary safe mode.
 
 const tablePointTable = syncmeta.TablePointTable
 
@@ -41,82 +50,68 @@ func (p rowPoint) after(q rowPoint) bool {
 	return p.row > q.row
 }
 
-// tablePoint is the last change of one key-less table a batch applies.
-type tablePoint struct {
-	table tableName
-	at    rowPoint
-}
-
-// keylessPoints appends to out the last change of each key-less table in
-// batch (usually none or one table, so a slice is searched).
-func keylessPoints(out []tablePoint, batch []*change) []tablePoint {
-	out = out[:0]
-next:
-	for i := len(batch) - 1; i >= 0; i-- {
-		c := batch[i]
-		if len(c.table.key) > 0 {
-			continue
-		}
-		for _, p := range out {
-			if p.table == c.table.target {
-				continue next
-			}
-		}
-		out = append(out, tablePoint{table: c.table.target, at: c.point()})
-	}
-	return out
-}
-
 // point is the position of c in the binlog.
 func (c *change) point() rowPoint { return rowPoint{loc: c.loc, row: c.row} }
 
+// ordered reports whether every change of the table goes to one apply
+// worker in binlog order and is replayed exactly through its table point.
+func (ti *tableInfo) ordered() bool { return len(ti.key) == 0 || ti.fkGroup != "" }
+
 // tablePointStmt records, inside a worker's batch transaction, the last
-// change of a key-less table the batch applies.
-func (s *checkpointStore) tablePointStmt(p tablePoint) stmt {
-	return stmt{sql: "REPLACE INTO " + s.table(tablePointTable) +
-		" (task, source, db_name, tbl_name, binlog_name, binlog_pos, row_index) VALUES (?,?,?,?,?,?,?)",
-		args: []any{s.task, s.source, p.table.Schema, p.table.Table, p.at.loc.Name, p.at.loc.Pos, p.at.row}}
+// change of each ordered source table in batch; ok is false when the batch
+// has none (a batch usually holds no or one such table, so a slice is
+// searched).
+func (s *checkpointStore) tablePointStmt(batch []*change) (_ stmt, ok bool) {
+	var last []*change // one per ordered source table, in order of appearance
+next:
+	for _, c := range batch {
+		if !c.table.ordered() {
+			continue
+		}
+		for i, l := range last {
+			if l.table.source == c.table.source {
+				last[i] = c
+				continue next
+			}
+		}
+		last = append(last, c)
+	}
+	if len(last) == 0 {
+		return stmt{}, false
+	}
+	var b strings.Builder
+	b.WriteString("REPLACE INTO " + s.table(tablePointTable) +
+		" (task, source, source_schema, source_table, binlog_name, binlog_pos, row_index) VALUES ")
+	args := make([]any, 0, 7*len(last))
+	for i, c := range last {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?)")
+		args = append(args, s.task, s.source, c.table.source.Schema, c.table.source.Table, c.loc.Name, c.loc.Pos, c.row)
+	}
+	return stmt{sql: b.String(), args: args}, true
 }
 
-// tablePoints returns the recorded table points of the task and source
-// that lie after from (the others cannot be replayed).
-func (s *checkpointStore) tablePoints(ctx context.Context, from binlog.Location) (map[tableName]rowPoint, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT db_name, tbl_name, binlog_name, binlog_pos, row_index FROM "+
+// tablePoints returns the recorded table points of the task and source.
+func (s *checkpointStore) tablePoints(ctx context.Context) (_ map[tableName]rowPoint, err error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT source_schema, source_table, binlog_name, binlog_pos, row_index FROM "+
 		s.table(tablePointTable)+" WHERE task = ? AND source = ?", s.task, s.source)
 	if err != nil {
-		return nil, errs.Wrap(err, CodeCheckpoint, "sync: load table points of task %q source %q", s.task, s.source)
+		return nil, errs.Wrap(err, CodeCheckpoint, "sync: load the table points of task %q source %q", s.task, s.source)
 	}
+	defer func() { err = errors.Join(err, rows.Close()) }()
 	out := map[tableName]rowPoint{}
 	for rows.Next() {
 		var t tableName
 		var p rowPoint
 		if err := rows.Scan(&t.Schema, &t.Table, &p.loc.Name, &p.loc.Pos, &p.row); err != nil {
-			return nil, errors.Join(fmt.Errorf("sync: scan table point: %w", err), rows.Close())
+			return nil, errs.Wrap(err, CodeCheckpoint, "sync: read the table points of task %q source %q", s.task, s.source)
 		}
-		if p.loc.Compare(from) > 0 {
-			out[t] = p
-		}
+		out[t] = p
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, errs.Wrap(err, CodeCheckpoint, "sync: load table points of task %q source %q", s.task, s.source)
+	if err := rows.Err(); err != nil {
+		return nil, errs.Wrap(err, CodeCheckpoint, "sync: read the table points of task %q source %q", s.task, s.source)
 	}
 	return out, nil
-}
-
-// replayed reports whether c is a change of a key-less table that a
-// previous run already applied (at or before the table's point); once a
-// table's changes pass its point, the point is forgotten.
-func (r *reader) replayed(c *change) bool {
-	if len(r.points) == 0 || len(c.table.key) > 0 {
-		return false
-	}
-	p, ok := r.points[c.table.target]
-	if !ok {
-		return false
-	}
-	if c.point().after(p) {
-		delete(r.points, c.table.target)
-		return false
-	}
-	return true
 }

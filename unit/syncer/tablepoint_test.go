@@ -1,60 +1,56 @@
 package syncer
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 )
 
-// TestKeylessPoints: a batch records the last change of each key-less
-// table it holds, and none of keyed tables.
-func TestKeylessPoints(t *testing.T) {
-	keyed := &tableInfo{target: tableName{Schema: "db", Table: "k"}, key: []int{0}}
-	a := &tableInfo{target: tableName{Schema: "db", Table: "a"}}
-	b := &tableInfo{target: tableName{Schema: "db", Table: "b"}}
+// TestTablePointStmt: a batch records the last change of each ordered
+// source table it holds (no key, or a foreign key group), keyed by the
+// source table, and nothing for keyed tables outside a group.
+func TestTablePointStmt(t *testing.T) {
+	keyed := &tableInfo{source: tableName{Schema: "db", Table: "k"}, key: []int{0}}
+	a := &tableInfo{source: tableName{Schema: "db", Table: "a"}}
+	grouped := &tableInfo{source: tableName{Schema: "db", Table: "child"}, key: []int{0}, fkGroup: "db.parent"}
 	at := func(pos uint32, row int) rowPoint {
 		return rowPoint{loc: binlog.Location{Name: "bin.000001", Pos: pos}, row: row}
 	}
 	ch := func(ti *tableInfo, p rowPoint) *change { return &change{table: ti, loc: p.loc, row: p.row} }
-	batch := []*change{ch(a, at(100, 0)), ch(keyed, at(100, 1)), ch(a, at(100, 2)), ch(b, at(200, 0)), ch(a, at(300, 0)),
-		ch(keyed, at(400, 0))}
-	got := keylessPoints(nil, batch)
-	want := []tablePoint{{table: a.target, at: at(300, 0)}, {table: b.target, at: at(200, 0)}}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("keylessPoints = %+v, want %+v", got, want)
+	s := &checkpointStore{schema: "dm_meta", task: "t1", source: "s1"}
+	batch := []*change{ch(a, at(100, 0)), ch(keyed, at(100, 1)), ch(grouped, at(100, 2)), ch(a, at(100, 3)),
+		ch(grouped, at(200, 0)), ch(a, at(300, 0)), ch(keyed, at(400, 0))}
+	st, ok := s.tablePointStmt(batch)
+	if !ok {
+		t.Fatal("no table point statement for a batch with ordered tables")
 	}
-	if got := keylessPoints(got, batch[1:2]); len(got) != 0 {
-		t.Fatalf("keylessPoints of keyed changes only = %+v, want none", got)
+	want := []any{"t1", "s1", "db", "a", "bin.000001", uint32(300), 0, "t1", "s1", "db", "child", "bin.000001", uint32(200), 0}
+	if !reflect.DeepEqual(st.args, want) {
+		t.Fatalf("table point args %v, want %v", st.args, want)
+	}
+	if _, ok := s.tablePointStmt([]*change{ch(keyed, at(100, 0))}); ok {
+		t.Fatal("a table point statement for keyed changes only")
 	}
 }
 
-// TestReplayedSkipsUpToThePoint: a restarted run skips the changes of a
-// key-less table up to its point, exactly, and no change of another table.
-func TestReplayedSkipsUpToThePoint(t *testing.T) {
-	a := &tableInfo{target: tableName{Schema: "db", Table: "a"}}
-	other := &tableInfo{target: tableName{Schema: "db", Table: "other"}}
-	keyed := &tableInfo{target: a.target, key: []int{0}}
-	loc := func(pos uint32) binlog.Location { return binlog.Location{Name: "bin.000002", Pos: pos} }
-	r := &reader{points: map[tableName]rowPoint{a.target: {loc: loc(500), row: 3}}}
-	for _, c := range []struct {
-		ti   *tableInfo
-		pos  uint32
-		row  int
-		skip bool
+// TestRowPointAfter: a change is replayed (skipped) when it is at or
+// before its table's point, by location, then by row within one event.
+func TestRowPointAfter(t *testing.T) {
+	p := rowPoint{loc: binlog.Location{Name: "mariadb-bin.000002", Pos: 500}, row: 3}
+	for _, tc := range []struct {
+		file  string
+		pos   uint32
+		row   int
+		after bool
 	}{
-		{a, 400, 70, true},
-		{other, 450, 0, false},
-		{keyed, 460, 0, false},
-		{a, 500, 0, true},
-		{a, 500, 3, true},
-		{a, 500, 4, false}, // the first change after the point
-		{a, 500, 2, false}, // the point is forgotten once passed
+		{"mariadb-bin.000001", 900, 9, false}, {"mariadb-bin.000002", 400, 9, false},
+		{"mariadb-bin.000002", 500, 3, false}, {"mariadb-bin.000002", 500, 4, true},
+		{"mariadb-bin.000002", 600, 0, true}, {"mariadb-bin.000003", 4, 0, true},
 	} {
-		if got := r.replayed(&change{table: c.ti, loc: loc(c.pos), row: c.row}); got != c.skip {
-			t.Errorf("replayed(%s at %d row %d) = %v, want %v", c.ti.target, c.pos, c.row, got, c.skip)
+		q := rowPoint{loc: binlog.Location{Name: tc.file, Pos: tc.pos}, row: tc.row}
+		if got := q.after(p); got != tc.after {
+			t.Errorf("%s:%d row %d after %v = %v, want %v", tc.file, tc.pos, tc.row, p, got, tc.after)
 		}
-	}
-	if len(r.points) != 0 {
-		t.Errorf("points left after the replay passed them: %v", r.points)
 	}
 }

@@ -1,6 +1,6 @@
 // Package syncmeta names the tables the sync unit keeps in the meta schema
-// on the target (checkpoints, safe points and foreign key tables' apply
-// points, keyed by task and source) and removes one task's rows from them,
+// on the target (checkpoints, safe points and table points, keyed by task
+// and source) and removes one task's rows from them,
 // for `dmctl task start --remove-meta`. It imports nothing of the sync unit, so dmctl can use it
 // without linking the unit; the sync unit takes its table names from here.
 // It never touches a row of another task.
@@ -18,19 +18,17 @@ import (
 )
 
 // The sync unit's tables in the meta schema; all are keyed by (task,
-// source, ...). TablePointTable holds, per target table without a key, the
-// last row change applied to it (binlog location and row in its event).
+// source, ...). TablePointTable holds, per source table the sync unit
+// replays exactly (no key, or a foreign key group), the last row change
+// applied of it (binlog location and row in its event).
 const (
 	CheckpointTable = "syncer_checkpoint"
 	SafePointTable  = "syncer_safe_point"
 	TablePointTable = "syncer_table_point"
-	// FKPointTable holds, per source table of a foreign key group, the
-	// last row change applied (the sync unit's foreign_keys.go).
-	FKPointTable = "syncer_fk_point"
 )
 
 // Tables lists every table of the sync unit in the meta schema.
-var Tables = []string{CheckpointTable, SafePointTable, TablePointTable, FKPointTable}
+var Tables = []string{CheckpointTable, SafePointTable, TablePointTable}
 
 // CreateStatements returns the statements that create schema and the sync
 // unit's tables in it when missing; the sync unit runs them before it reads
@@ -49,16 +47,11 @@ func CreateStatements(schema string) []string {
   task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL, worker INT NOT NULL,
   binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL,
   PRIMARY KEY (task, source, worker))`,
-		"CREATE TABLE IF NOT EXISTS " + table(FKPointTable) + ` (
+		"CREATE TABLE IF NOT EXISTS " + table(TablePointTable) + ` (
   task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
   source_schema VARCHAR(64) NOT NULL, source_table VARCHAR(64) NOT NULL,
   binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, row_index INT UNSIGNED NOT NULL,
   PRIMARY KEY (task, source, source_schema, source_table))`,
-		"CREATE TABLE IF NOT EXISTS " + table(TablePointTable) + ` (
-  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
-  db_name VARCHAR(64) NOT NULL, tbl_name VARCHAR(64) NOT NULL,
-  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, row_index INT UNSIGNED NOT NULL,
-  PRIMARY KEY (task, source, db_name, tbl_name))`,
 	}
 }
 
