@@ -26,7 +26,7 @@ INTEGRATION_FLAGS ?= -race
 INTEGRATION_TIMEOUT ?= 15m
 UNIT_TIMEOUT ?= 10m
 
-.PHONY: build run test test-unit test-integration test-failpoint test-streams-full test-stream-bigtxn-large test-fulldata-full test-large vet deps bench fuzz failpoint-enable failpoint-disable clean
+.PHONY: build run test test-unit test-integration test-failpoint test-streams-full test-fulldata-full test-large vet deps bench fuzz failpoint-enable failpoint-disable clean
 
 ## demo: throwaway MariaDB source + target, a worker with embedded etcd, 200k rows on the source,
 ## a source and a task in mode all created with dmctl (dump, load and sync progress shown), a
@@ -153,26 +153,18 @@ bench:
 test-streams-full: deps
 	DM_STREAM_E2E_FULL=1 $(GO) test -count=1 -timeout 40m -run 'Stream' -v ./tests/e2e
 
-## test-stream-bigtxn-large: the big-transaction stream tests (TestStreamBigTxn*: one UPDATE of
-## 2M, then 10M rows of (INT, INT, VARCHAR(100)) streamed to a file sink by a real worker, relay off
-## and on, kill -9 in the transaction's middle; peak RSS <= 256 MiB); `make test` runs them at 200k rows
-test-stream-bigtxn-large: deps
-	DM_STREAM_BIGTXN_ROWS=2000000,10000000 $(GO) test -count=1 -timeout 180m -run 'TestStreamBigTxn' -v ./tests/e2e
-
 ## test-fulldata-full: the dump/load kill test at the issue's size (1M rows in 8 tables, 3 kills
 ## during the dump and 5 during the load)
 test-fulldata-full: deps
 	DM_FULLDATA_E2E_FULL=1 $(GO) test -count=1 -timeout 40m -run 'TestFullDataSurvivesKill9' -v ./tests/e2e
 
-## test-large: the large-transaction tests at the issue's sizes: one INSERT ... SELECT of N rows into a
-## keyed and a key-less table and one UPDATE of N rows, relay off and on, kill -9 in the middle of
-## each, worker peak RSS <= 256 MiB; N = 2M, then 10M (LARGE_ROWS overrides the list)
-LARGE_ROWS ?= 2000000 10000000
+## test-large: the large-transaction tests at the issue's sizes, sync and streams: one INSERT ... SELECT
+## of N rows into a keyed and a key-less table and one UPDATE of N rows (TestSyncLargeTransaction*), and
+## one UPDATE of N rows streamed to a file sink (TestStreamBigTxn*), relay off and on, kill -9 in the
+## middle of each, worker peak RSS <= 256 MiB; N = 2M, then 10M (LARGE_ROWS overrides the list, comma-separated)
+LARGE_ROWS ?= 2000000,10000000
 test-large: deps
-	@for n in $(LARGE_ROWS); do \
-		echo "DM_BIGTXN_ROWS=$$n go test -run 'TestSyncLargeTransaction' ./tests/e2e"; \
-		DM_BIGTXN_ROWS=$$n $(GO) test -count=1 -timeout 180m -run 'TestSyncLargeTransaction' -v ./tests/e2e || exit 1; \
-	done
+	DM_BIGTXN_ROWS=$(LARGE_ROWS) $(GO) test -count=1 -timeout 360m -run 'TestSyncLargeTransaction|TestStreamBigTxn' -v ./tests/e2e
 
 ## failpoint-enable: rewrite failpoint markers into live code in FAILPOINT_PKGS (the whole tree when empty)
 failpoint-enable:

@@ -20,14 +20,15 @@ import (
 // nor duplicates a row, in a table with a primary key or without any key.
 
 const (
-	// bigTxnRowsEnv sets the rows of each large transaction; the default
+	// bigTxnRowsEnv sets the rows of each large transaction of the sync
+	// and stream tests (comma-separated, one run per count); the default
 	// keeps `make test` short, `make test-large` runs 2M and 10M.
 	bigTxnRowsEnv  = "DM_BIGTXN_ROWS"
 	bigTxnRowsDflt = 200000
 	// bigTxnRSSLimit bounds the worker's peak RSS whatever the size: the
 	// unit holds bounded queues, not transactions.
 	bigTxnRSSLimit = 256 << 20
-	// bigTxnProfileEnv names a directory for a heap profile of the worker
+	// bigTxnProfileEnv names a directory for heap profiles of the worker,
 	// taken before each kill and at the end.
 	bigTxnProfileEnv = "DM_BIGTXN_PROFILE_DIR"
 	bigTxnKeyed      = crashDB + ".big"
@@ -38,14 +39,15 @@ const (
 // INSERT ... SELECT of N rows into a keyed and N into a key-less table (one
 // transaction) and one UPDATE of the N keyed rows (another), killing the
 // worker with SIGKILL in the middle of applying each.
-func TestSyncLargeTransaction(t *testing.T) { testSyncLargeTransaction(t, false) }
+func TestSyncLargeTransaction(t *testing.T) { eachBigTxnCount(t, false, testSyncLargeTransaction) }
 
 // TestSyncLargeTransactionWithRelay is TestSyncLargeTransaction through the
 // relay.
-func TestSyncLargeTransactionWithRelay(t *testing.T) { testSyncLargeTransaction(t, true) }
+func TestSyncLargeTransactionWithRelay(t *testing.T) {
+	eachBigTxnCount(t, true, testSyncLargeTransaction)
+}
 
-func testSyncLargeTransaction(t *testing.T, relay bool) {
-	n := bigTxnRows(t)
+func testSyncLargeTransaction(t *testing.T, relay bool, n int) {
 	r := startReplication(t, replOptions{relay: relay,
 		syncer: "{worker-count: 4, batch: 100, checkpoint-flush-interval: 1}"})
 	r.src.Exec(t, "CREATE TABLE "+bigTxnKeyed+" (id INT NOT NULL PRIMARY KEY, k INT NOT NULL, c VARCHAR(100) NOT NULL)")
@@ -76,7 +78,7 @@ func testSyncLargeTransaction(t *testing.T, relay bool) {
 	peaks = append(peaks, r.killBig("in the UPDATE", func(c bigCounts) bool { return c.updated > 0 && c.updated < n }))
 	r.restartWorker()
 
-	r.waitBigEqual(r.bigTimeout(n))
+	r.waitBigEqual(n, r.bigTimeout(n))
 	t.Logf("target equal to the source %s after the source committed", time.Since(began).Round(time.Millisecond))
 	peaks = append(peaks, r.bigPeak("at the end"))
 	for i, p := range peaks {
@@ -88,19 +90,23 @@ func testSyncLargeTransaction(t *testing.T, relay bool) {
 	}
 }
 
-// bigTxnRows is the rows of each large transaction: DM_BIGTXN_ROWS or the
-// short default.
-func bigTxnRows(t *testing.T) int {
-	t.Helper()
-	s := os.Getenv(bigTxnRowsEnv)
-	if s == "" {
-		return bigTxnRowsDflt
+// eachBigTxnCount runs test once per row count of DM_BIGTXN_ROWS (default
+// bigTxnRowsDflt), as a subtest.
+func eachBigTxnCount(t *testing.T, relay bool, test func(t *testing.T, relay bool, rows int)) {
+	counts := []int{bigTxnRowsDflt}
+	if s := os.Getenv(bigTxnRowsEnv); s != "" {
+		counts = nil
+		for _, part := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || n < 10_000 {
+				t.Fatalf("%s=%q: want row counts of at least 10000, comma-separated", bigTxnRowsEnv, s)
+			}
+			counts = append(counts, n)
+		}
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1000 {
-		t.Fatalf("%s=%q: want a row count of at least 1000", bigTxnRowsEnv, s)
+	for _, n := range counts {
+		t.Run(fmt.Sprintf("rows=%d", n), func(t *testing.T) { test(t, relay, n) })
 	}
-	return n
 }
 
 // bigTimeout bounds each wait of the test: generous for a shared two-core
@@ -169,28 +175,47 @@ func (r *replication) killBig(what string, mid func(bigCounts) bool) int64 {
 // when).
 func (r *replication) bigPeak(when string) int64 {
 	r.t.Helper()
-	peak, err := testutil.ProcStatusBytes(strconv.Itoa(r.w.pid), "VmHWM")
-	if err != nil {
-		r.t.Fatalf("peak RSS of dm-worker: %v", err)
-	}
-	if dir := os.Getenv(bigTxnProfileEnv); dir != "" {
-		res, err := httpDo(http.MethodGet, r.w.url("/debug/pprof/heap"), "")
-		if err != nil || res.code != http.StatusOK {
-			r.t.Fatalf("GET /debug/pprof/heap: %v %d", err, res.code)
-		}
-		file := filepath.Join(dir, fmt.Sprintf("%s-%s.heap.pprof", r.t.Name(), strings.ReplaceAll(when, " ", "-")))
-		if err := os.WriteFile(file, []byte(res.body), 0o644); err != nil {
-			r.t.Fatal(err)
-		}
-		r.t.Logf("heap profile %s saved to %s", when, file)
-	}
-	return peak
+	r.saveHeapProfile(fmt.Sprintf("%s-%s", r.t.Name(), strings.ReplaceAll(when, " ", "-")))
+	return r.workerHWM()
 }
 
-// waitBigEqual waits up to d until the large transaction tables (and
+// workerHWM is VmHWM (peak RSS) of the current worker process in bytes.
+func (r *replication) workerHWM() int64 { return r.workerStatus("VmHWM") }
+
+// workerStatus is a size line (VmRSS, VmHWM, ...) of the current worker
+// process's /proc status, in bytes.
+func (r *replication) workerStatus(key string) int64 {
+	r.t.Helper()
+	n, err := testutil.ProcStatusBytes(strconv.Itoa(r.w.pid), key)
+	if err != nil {
+		r.t.Fatalf("%s of dm-worker: %v", key, err)
+	}
+	return n
+}
+
+// saveHeapProfile saves the worker's heap profile as <label>.heap.pprof in
+// the directory DM_BIGTXN_PROFILE_DIR names, when it is set.
+func (r *replication) saveHeapProfile(label string) {
+	r.t.Helper()
+	dir := os.Getenv(bigTxnProfileEnv)
+	if dir == "" {
+		return
+	}
+	res, err := httpDo(http.MethodGet, r.w.url("/debug/pprof/heap"), "")
+	if err != nil || res.code != http.StatusOK {
+		r.t.Fatalf("GET /debug/pprof/heap: %v %d", err, res.code)
+	}
+	file := filepath.Join(dir, strings.ReplaceAll(label, "/", "-")+".heap.pprof")
+	if err := os.WriteFile(file, []byte(res.body), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Logf("heap profile saved to %s", file)
+}
+
+// waitBigEqual waits up to d until, with n rows per transaction, the large transaction tables (and
 // crashTables) have the same CHECKSUM TABLE on the target as on the source,
 // and checks the row counts (a duplicate of a key-less row would show).
-func (r *replication) waitBigEqual(d time.Duration) {
+func (r *replication) waitBigEqual(n int, d time.Duration) {
 	r.t.Helper()
 	names := []string{bigTxnKeyed, bigTxnNoKey}
 	for _, tb := range crashTables {
@@ -221,7 +246,6 @@ func (r *replication) waitBigEqual(d time.Duration) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	n := bigTxnRows(r.t)
 	if c.keyed != n || c.noKey != n || c.updated != n {
 		r.t.Errorf("target holds %+v, want %d rows in each table, all updated", c, n)
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
-// Issue 23 part 4, stream side: one transaction updating bigTxnRows rows of
+// Issue 23 part 4, stream side: one transaction updating DM_BIGTXN_ROWS rows of
 // (INT, INT, VARCHAR(100)) streamed to a file sink by a real dm-worker
 // process, the only reader of the source (no subtask: the sync unit's
 // direct reader is measured elsewhere), relay off and on. The worker is
@@ -26,46 +23,15 @@ import (
 // events, deduped on identity as a consumer does, must be exactly the
 // transaction's row changes, in binlog order, each replay identical to its
 // first delivery; fewer events than were acknowledged before the kill may
-// be replayed; and the worker's peak RSS (VmHWM) stays within bigTxnRSS.
+// be replayed; and the worker's peak RSS (VmHWM) stays within bigTxnRSSLimit.
 //
-// DM_STREAM_BIGTXN_ROWS sets the row counts (comma-separated, one run per
-// count; default 200000): `make test-stream-bigtxn-large` runs 2M and 10M.
-// With DM_STREAM_BIGTXN_PROFILE=dir, heap profiles of the worker are saved
-// there just before the kill and once the restarted worker caught up.
-const (
-	bigTxnRowsEnv    = "DM_STREAM_BIGTXN_ROWS"
-	bigTxnProfileEnv = "DM_STREAM_BIGTXN_PROFILE"
-	// bigTxnRSS is the issue's bound on the worker's peak RSS.
-	bigTxnRSS = 256 << 20
-)
+// DM_BIGTXN_ROWS sets the row counts (bigtxn_test.go; default 200000):
+// `make test-large` runs 2M and 10M. With DM_BIGTXN_PROFILE_DIR=dir, heap
+// profiles of the worker are saved there just before the kill and once
+// the restarted worker caught up.
+func TestStreamBigTxnSurvivesKill9(t *testing.T) { eachBigTxnCount(t, false, runStreamBigTxn) }
 
-func TestStreamBigTxnSurvivesKill9(t *testing.T) { testStreamBigTxn(t, false) }
-
-func TestStreamBigTxnWithRelaySurvivesKill9(t *testing.T) { testStreamBigTxn(t, true) }
-
-// bigTxnCounts reads DM_STREAM_BIGTXN_ROWS.
-func bigTxnCounts(t *testing.T) []int {
-	t.Helper()
-	s := os.Getenv(bigTxnRowsEnv)
-	if s == "" {
-		return []int{200_000}
-	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || n < 10_000 {
-			t.Fatalf("%s=%q: want row counts of at least 10000, comma-separated", bigTxnRowsEnv, s)
-		}
-		out = append(out, n)
-	}
-	return out
-}
-
-func testStreamBigTxn(t *testing.T, relay bool) {
-	for _, rows := range bigTxnCounts(t) {
-		t.Run(fmt.Sprintf("rows=%d", rows), func(t *testing.T) { runStreamBigTxn(t, relay, rows) })
-	}
-}
+func TestStreamBigTxnWithRelaySurvivesKill9(t *testing.T) { eachBigTxnCount(t, true, runStreamBigTxn) }
 
 func runStreamBigTxn(t *testing.T, relay bool, rows int) {
 	e := newStreamEnv(t, streamEnvOptions{relay: relay, beforeWorker: func(e *streamEnv) {
@@ -163,8 +129,8 @@ sink: {type: file, file: {dir: %q, rotate-size: 64MiB}}
 		t.Errorf("%d events replayed after the kill, %d were in the sink: the resume did not start inside the transaction", dd.Replayed, before)
 	}
 	for i, hwm := range []int64{hwm1, hwm2} {
-		if hwm > bigTxnRSS {
-			t.Errorf("worker %d peak RSS (VmHWM) %.1f MiB, want at most %d MiB", i+1, float64(hwm)/(1<<20), bigTxnRSS>>20)
+		if hwm > bigTxnRSSLimit {
+			t.Errorf("worker %d peak RSS (VmHWM) %.1f MiB, want at most %d MiB", i+1, float64(hwm)/(1<<20), bigTxnRSSLimit>>20)
 		}
 	}
 }
@@ -250,26 +216,4 @@ func padTo(s string, n int, pad byte) string {
 		return s[:n]
 	}
 	return s + strings.Repeat(string(pad), n-len(s))
-}
-
-// workerHWM is VmHWM of the current worker process in bytes.
-func (e *streamEnv) workerHWM() int64 { return e.workerStatusKiB("VmHWM") << 10 }
-
-// saveHeapProfile saves the worker's heap profile as <label>.heap.pprof
-// in DM_STREAM_BIGTXN_PROFILE, when that is set.
-func (e *streamEnv) saveHeapProfile(label string) {
-	e.t.Helper()
-	dir := os.Getenv(bigTxnProfileEnv)
-	if dir == "" {
-		return
-	}
-	res, err := httpDo(http.MethodGet, e.w.url("/debug/pprof/heap"), "")
-	if err != nil || res.code != http.StatusOK {
-		e.t.Fatalf("GET /debug/pprof/heap: %v %d", err, res.code)
-	}
-	path := filepath.Join(dir, label+".heap.pprof")
-	if err := os.WriteFile(path, []byte(res.body), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Logf("saved the worker's heap profile to %s", path)
 }

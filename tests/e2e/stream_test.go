@@ -335,28 +335,7 @@ func (e *streamEnv) readFile(dir, stream string) []cdctest.Event {
 }
 
 // workerRSS is VmRSS of the current worker process in KiB.
-func (e *streamEnv) workerRSS() int64 { return e.workerStatusKiB("VmRSS") }
-
-// workerStatusKiB is a kB line (VmRSS, VmHWM, ...) of the current worker
-// process's /proc/<pid>/status, in KiB.
-func (e *streamEnv) workerStatusKiB(key string) int64 {
-	e.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.w.pid))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, key+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				e.t.Fatalf("%s line %q: %v", key, line, err)
-			}
-			return kb
-		}
-	}
-	e.t.Fatalf("no %s in /proc/%d/status", key, e.w.pid)
-	return 0
-}
+func (e *streamEnv) workerRSS() int64 { return e.workerStatus("VmRSS") >> 10 }
 
 // execSession runs stmts in order on one connection of db (session
 // settings hold for the statements after them).
