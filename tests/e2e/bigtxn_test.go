@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmworker/dm-worker/tests/cdctest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
@@ -57,6 +58,18 @@ func testSyncLargeTransaction(t *testing.T, relay bool, n int) {
 		return err
 	})
 
+	// A stream of the keyed table on the same worker: synced and streamed
+	// at once, within one RSS bound.
+	e := &streamEnv{replication: r, relay: relay}
+	sinkDir := t.TempDir()
+	r.c.ok("stream", "create", writeFile(t, "bigcdc.yaml", fmt.Sprintf(`name: bigcdc
+source-id: %s
+block-allow-list: {do-tables: [{db-name: %s, tbl-name: big}]}
+format: debezium
+sink: %s
+`, replSource, crashDB, fileSink(sinkDir))))
+	e.waitStream("bigcdc", time.Minute, "streaming", streamDoc.streaming)
+
 	began := time.Now()
 	r.srcTxn(fmt.Sprintf("INSERT INTO %s SELECT seq, seq, RPAD(MD5(seq), 100, '-') FROM %s.seq_1_to_%d", bigTxnKeyed, crashDB, n),
 		fmt.Sprintf("INSERT INTO %s SELECT seq, seq, RPAD(MD5(seq), 100, '-') FROM %s.seq_1_to_%d", bigTxnNoKey, crashDB, n))
@@ -80,6 +93,13 @@ func testSyncLargeTransaction(t *testing.T, relay bool, n int) {
 
 	r.waitBigEqual(n, r.bigTimeout(n))
 	t.Logf("target equal to the source %s after the source committed", time.Since(began).Round(time.Millisecond))
+	// A marker row after them: the stream's checkpoint moves at commits,
+	// and this one ends where the source's binlog ends.
+	r.src.Exec(t, fmt.Sprintf("INSERT INTO %s VALUES (%d, 0, 'marker')", bigTxnKeyed, n+1))
+	endFile, endPos, _ := r.src.MasterStatus(t)
+	waitBigStream(e, sinkDir, 2*n+1, fmt.Sprintf("%s:%d", endFile, endPos), r.bigTimeout(n))
+	t.Logf("stream holds the %d row changes of %s %s after the source committed", 2*n+1, bigTxnKeyed,
+		time.Since(began).Round(time.Millisecond))
 	peaks = append(peaks, r.bigPeak("at the end"))
 	for i, p := range peaks {
 		t.Logf("worker process %d: peak RSS %.1f MiB", i+1, float64(p)/(1<<20))
@@ -88,6 +108,47 @@ func testSyncLargeTransaction(t *testing.T, relay bool, n int) {
 				i+1, float64(p)/(1<<20), bigTxnRSSLimit>>20, relay, n)
 		}
 	}
+}
+
+// waitBigStream waits up to d until stream bigcdc's checkpoint reaches end
+// ("file:pos", the source's position after the large transactions), then
+// requires its file sink in dir to hold want distinct row events (deduped
+// on identity, every replay equal to its first delivery), and no more.
+func waitBigStream(e *streamEnv, dir string, want int, end string, d time.Duration) {
+	e.t.Helper()
+	e.waitStream("bigcdc", d, "the checkpoint reaches "+end, func(s streamDoc) bool {
+		return s.streaming() && !locationBefore(s.Checkpoint, end)
+	})
+	testutil.Eventually(e.t, time.Minute, fmt.Sprintf("%d distinct row events in the sink", want), func() error {
+		dd, rows := cdctest.NewDeduper(), 0
+		err := eachFileSinkEvent(dir, "bigcdc", func(ev cdctest.Event) error {
+			first, err := dd.Add(ev)
+			if first && ev.Value.DDL == "" {
+				rows++
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if rows != want {
+			return fmt.Errorf("%d distinct row events (%d replayed), want %d", rows, dd.Replayed, want)
+		}
+		return nil
+	})
+}
+
+// locationBefore reports whether binlog location a ("file:pos") comes
+// before b; an empty a does.
+func locationBefore(a, b string) bool {
+	af, ap, _ := strings.Cut(a, ":")
+	bf, bp, _ := strings.Cut(b, ":")
+	if af != bf {
+		return af < bf // mariadb-bin.000002 < mariadb-bin.000010: fixed-width numbers
+	}
+	an, _ := strconv.Atoi(ap)
+	bn, _ := strconv.Atoi(bp)
+	return an < bn
 }
 
 // eachBigTxnCount runs test once per row count of DM_BIGTXN_ROWS (default
