@@ -18,7 +18,6 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/relay"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
@@ -389,24 +388,7 @@ func TestTaskBigTxnRelayFileBoundary(t *testing.T) {
 	e := newTaskEnv(t)
 	bigTable(t, e)
 	src := e.source()
-	rl, err := relay.New(relay.Config{Dir: t.TempDir(), Source: src, Worker: "w1", Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- rl.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-relayDone
-		if err := rl.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	file, pos, _ := e.src.MasterStatus(t)
-	testutil.WaitFor(t, taskTimeout, "relay written up to the source's position", func() bool {
-		return rl.Written().Compare(binlog.Location{Name: file, Pos: pos}) >= 0
-	})
+	rl := e.runRelay(t, src)
 	opener := func() binlog.StreamOpener { return rl.NewReader("stream/big") }
 	withRelay := func(cfg TaskConfig) TaskConfig { cfg.Opener = opener; return cfg }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/relay"
 	"github.com/dmworker/dm-worker/tests/cdctest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
@@ -40,6 +41,32 @@ func newTaskEnv(t *testing.T) *taskEnv {
 	src := mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true})
 	return &taskEnv{src: src, root: encSourceDB(t, src, mariadbtest.RootUser, ""),
 		db: encSourceDB(t, src, mariadbtest.SourceUser, mariadbtest.SourcePassword)}
+}
+
+// runRelay runs a relay of src (e's source) in a temporary directory until
+// the test ends, and waits until it has written up to the source's current
+// position.
+func (e *taskEnv) runRelay(t *testing.T, src *config.SourceConfig) *relay.Relay {
+	t.Helper()
+	rl, err := relay.New(relay.Config{Dir: t.TempDir(), Source: src, Worker: "w1", Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	relayDone := make(chan error, 1)
+	go func() { relayDone <- rl.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-relayDone
+		if err := rl.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	file, pos, _ := e.src.MasterStatus(t)
+	testutil.WaitFor(t, taskTimeout, "relay written up to the source's position", func() bool {
+		return rl.Written().Compare(binlog.Location{Name: file, Pos: pos}) >= 0
+	})
+	return rl
 }
 
 func (e *taskEnv) source() *config.SourceConfig {

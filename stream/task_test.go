@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
-
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
@@ -302,24 +300,7 @@ func TestTaskStreamFromRelay(t *testing.T) {
 	e := newTaskEnv(t)
 	encExec(t, e.root, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))")
 	src := e.source()
-	rl, err := relay.New(relay.Config{Dir: t.TempDir(), Source: src, Worker: "w1", Logger: zaptest.NewLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- rl.Run(ctx) }()
-	defer func() {
-		cancel()
-		<-relayDone
-		if err := rl.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
-	file, pos, _ := e.src.MasterStatus(t)
-	testutil.WaitFor(t, taskTimeout, "relay written up to the source's position", func() bool {
-		return rl.Written().Compare(binlog.Location{Name: file, Pos: pos}) >= 0
-	})
+	rl := e.runRelay(t, src)
 
 	sink := newMemSink()
 	var sv saves
