@@ -23,7 +23,7 @@ FAILPOINT_TEST_PKGS = $(shell grep -rlE --include='*_test.go' '^//go:build .*\bf
 # -race on the integration tests too: they are the ones that drive the worker's goroutines
 # against real servers, and the harness's own tests take ~10 s with it on two cores.
 INTEGRATION_FLAGS ?= -race
-INTEGRATION_TIMEOUT ?= 15m
+INTEGRATION_TIMEOUT ?= 20m
 UNIT_TIMEOUT ?= 10m
 
 .PHONY: build run test test-unit test-integration test-failpoint test-streams-full test-fulldata-full test-large vet deps bench fuzz failpoint-enable failpoint-disable clean
