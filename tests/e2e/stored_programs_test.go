@@ -63,11 +63,18 @@ func TestStoredProgramsKeepReplicating(t *testing.T) {
 			e.createStream("programs", fileSink(dir), false)
 			e.waitStream("programs", time.Minute, "streaming", streamDoc.streaming)
 
-			wl := startWorkload(t, r.srcDB, 2)
+			// The programs are created (and most dropped) before the
+			// workload writes: a CREATE TRIGGER waiting for a writer's
+			// metadata lock blocks the other writer's next statement, whose
+			// row lock the first one waits for (a server-side cycle only
+			// lock wait timeouts end), which on a busy core stalled every
+			// writer for a minute. Replication runs throughout, and the
+			// workload's inserts fire the trigger that remains.
 			for _, q := range storedProgramDDL {
 				r.src.Exec(t, q)
 			}
 			savepoint(t, r.srcDB)
+			wl := startWorkload(t, r.srcDB, 2)
 			wl.waitCommits(t, time.Minute, 200)
 			if err := wl.stop(); err != nil {
 				t.Fatalf("workload: %v", err)
