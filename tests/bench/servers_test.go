@@ -3,10 +3,8 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,18 +115,8 @@ func (m *cpuMeter) stop(t *testing.T) (a, b time.Duration) {
 
 // vmHWM reads VmHWM (kB) from /proc/<pid>/status.
 func vmHWM(pid string) (int64, error) {
-	f, err := os.Open(filepath.Join("/proc", pid, "status"))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-		}
-	}
-	return 0, errors.Join(errors.New("no VmHWM line"), sc.Err())
+	b, err := testutil.ProcStatusBytes(pid, "VmHWM")
+	return b >> 10, err
 }
 
 // binlogFile is one row of SHOW BINARY LOGS.
