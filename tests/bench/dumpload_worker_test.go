@@ -168,7 +168,7 @@ type taskPhases struct {
 func (w *workerProc) waitFinished(t *testing.T, task string, began time.Time) taskPhases {
 	t.Helper()
 	var ph taskPhases
-	waitUntil(t, fullTimeout, "subtask "+task+" is Finished", func() error {
+	testutil.Eventually(t, fullTimeout, "subtask "+task+" is Finished", func() error {
 		d, found, err := w.subtask(t.Context(), task)
 		if err != nil || !found {
 			if terr := w.taskError(t.Context(), task); terr != "" {

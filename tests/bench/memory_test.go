@@ -219,7 +219,7 @@ func (m *miniMaster) bindSource(t *testing.T, w *workerProc, src *mariadbtest.In
 		kvs = append(kvs, m.keys.RelayStage(benchSourceID), `{"expect":"Running"}`)
 	}
 	m.put(t, append(kvs, m.keys.Bound(w.name), fmt.Sprintf(`{"source":%q}`, benchSourceID))...)
-	waitUntil(t, time.Minute, "dm-worker binds source "+benchSourceID, func() error {
+	testutil.Eventually(t, time.Minute, "dm-worker binds source "+benchSourceID, func() error {
 		st, err := w.status(t.Context())
 		switch {
 		case err != nil:

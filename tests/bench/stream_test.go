@@ -5,7 +5,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/dmworker/dm-worker/tests/etcdtest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // Parameters of the stream benchmark; the backlog's size and the sync unit's settings are the
@@ -179,7 +179,7 @@ func (b *syncBacklog) runStream(t *testing.T, bin binaries, c dmctlCluster, roun
 	c.run(t, "stream", "create", streamFile)
 	want := b.end.String()
 	var doc streamDoc
-	waitUntil(t, streamTimeout, fmt.Sprintf("stream %s's checkpoint reaches the backlog end %s", benchStream, want), func() error {
+	testutil.Eventually(t, streamTimeout, fmt.Sprintf("stream %s's checkpoint reaches the backlog end %s", benchStream, want), func() error {
 		d, err := w.stream(ctx, benchStream)
 		if err != nil {
 			return err
@@ -195,7 +195,7 @@ func (b *syncBacklog) runStream(t *testing.T, bin binaries, c dmctlCluster, roun
 	// not, the clock runs on until they are.
 	lines, size := countSinkLines(t, sinkDir, benchStream)
 	if lines < b.committed {
-		waitUntil(t, time.Minute, fmt.Sprintf("the file sink holds at least %d lines", b.committed), func() error {
+		testutil.Eventually(t, time.Minute, fmt.Sprintf("the file sink holds at least %d lines", b.committed), func() error {
 			lines, size = countSinkLines(t, sinkDir, benchStream)
 			if lines < b.committed {
 				return fmt.Errorf("%d lines in %.1f MB", lines, mb(size))
@@ -232,27 +232,6 @@ func (b *syncBacklog) runStream(t *testing.T, bin binaries, c dmctlCluster, roun
 		round, elapsed.Round(time.Millisecond), float64(b.committed)/elapsed.Seconds(), lines, mb(size), final.Events,
 		res.cpu.Round(time.Millisecond), srcCPU, float64(res.peakRSS)/(1<<20), doc)
 	return res
-}
-
-// waitUntil checks every 10 ms until check returns nil, failing the test with the last error
-// after d. It polls more often than testutil.Eventually because it stops clocks.
-func waitUntil(t *testing.T, d time.Duration, what string, check func() error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("not within %s: %s: %v", d, what, err)
-		}
-	}
 }
 
 // sinkFileName matches the file sink's files of a stream: <stream>.NNNNNN.jsonl.

@@ -22,6 +22,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/tests/etcdtest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
+	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // Parameters of the black-box sync benchmark (defaults: issue #16's run).
@@ -229,7 +230,7 @@ func (b *bbBacklog) target(t *testing.T, name string, extra ...string) *target {
 func (b *bbBacklog) waitDone(t *testing.T, tgt *target, began time.Time, poll func()) (marker, done time.Duration) {
 	t.Helper()
 	lastPoll := time.Time{}
-	waitUntil(t, bbTimeout, "the marker row arrives on "+tgt.inst.Name(), func() error {
+	testutil.Eventually(t, bbTimeout, "the marker row arrives on "+tgt.inst.Name(), func() error {
 		if poll != nil && time.Since(lastPoll) >= 100*time.Millisecond {
 			lastPoll = time.Now()
 			poll()
@@ -244,7 +245,7 @@ func (b *bbBacklog) waitDone(t *testing.T, tgt *target, began time.Time, poll fu
 		return nil
 	})
 	marker = time.Since(began)
-	waitUntil(t, bbConverge, "every table of "+tgt.inst.Name()+" has the source's checksum", func() error {
+	testutil.Eventually(t, bbConverge, "every table of "+tgt.inst.Name()+" has the source's checksum", func() error {
 		got := tableChecksums(t, tgt.db, b.allTables())
 		for tbl, sum := range b.want {
 			if got[tbl] != sum {

@@ -320,7 +320,7 @@ func (c dmctlCluster) createSource(t *testing.T, ctx context.Context, w *workerP
 		"from: {host: %s, port: %d, user: %s, password: %q}\n",
 		benchSourceID, inst.Host(), inst.Port(), mariadbtest.SourceUser, mariadbtest.SourcePassword))
 	c.run(t, "source", "create", sourceFile, "--worker", w.name)
-	waitUntil(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
+	testutil.Eventually(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
 		src, err := w.boundSource(ctx)
 		if err == nil && src != benchSourceID {
 			err = fmt.Errorf("bound source %q", src)
