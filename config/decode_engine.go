@@ -15,24 +15,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The decode engine. One mechanism serves every config kind: the input
-// (YAML or JSON) is read into a generic tree, the tree is walked against the
-// Go type it is decoded into, and every field is classified by its full
-// path ("mysql-instances[0].mydumper-thread", "from.security.ssl-ca"):
-//
-//   - a field of the Go type (by its json tag) is decoded;
-//   - a field of DM's formats that means nothing here (see dmFieldRules) is
-//     dropped from the tree and listed in DecodeNotes.Ignored;
-//   - an old DM name is renamed to the current one and listed in
-//     DecodeNotes.Renamed;
-//   - a DM field whose value asks for something this worker does not do
-//     (sharding DDL coordination, ...) is refused with a message;
-//   - anything else is unknown: an error listing every unknown path in
-//     Strict mode, listed in DecodeNotes.Unknown (and dropped) in Lenient
-//     mode.
-//
-// The cleaned tree is then decoded over the kind's defaults and adjusted.
-
 // DecodeMode says what an unknown field does.
 type DecodeMode int
 

@@ -1,10 +1,10 @@
 // Package unit owns the contract between a subtask and the stages of its
 // pipeline (dump, load, sync) and its validator: the Unit and Validator
 // interfaces, which unit types a task mode runs, and the Registry that builds
-// them. The sync unit lives in the subpackage unit/syncer and is registered
-// in the Registry the binary builds (worker.NewUnitFactory). The dump and
-// load units and the validator are still to come; they will plug in through
-// the Registry the same way. This package must not import the units.
+// them. The units live in the subpackages unit/dump, unit/load and
+// unit/syncer, the validator in unit/validate and the prechecks in
+// unit/check; the binary registers them in the Registry it builds
+// (worker.NewUnitFactory). This package must not import the units.
 package unit
 
 import (
