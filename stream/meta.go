@@ -18,21 +18,6 @@ import (
 	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
-// The meta store keeps one record per deployed stream task in a bbolt file
-// (the worker's is <data-dir>/stream/meta.db): bucket "streams", key the
-// stream name, value the record as JSON (metaRecord). Every write is one
-// bbolt transaction, fsynced before it returns. The file belongs to one
-// process: bbolt holds an exclusive flock on it while it is open.
-//
-// Damage is contained at two levels. A file bbolt cannot open or whose
-// pages fail bbolt's consistency check makes OpenMeta fail with
-// ErrMetaCorrupt, naming the file and what to do (move it aside; every
-// stream then starts over from its etcd mirror P/stream/checkpoint). A
-// record whose JSON does not decode affects only that stream: Get,
-// SaveCheckpoint and SetState of it fail with ErrRecordCorrupt, List
-// returns the other records together with a *RecordErrors, and Drop
-// removes it.
-
 // Stream task states (DESIGN.md §5), as kept in Record.State and shown in
 // status.
 const (
@@ -81,8 +66,6 @@ type Record struct {
 	Config *config.StreamConfig
 	// ConfigRev is the etcd revision the config was deployed from.
 	ConfigRev int64
-	// StageRev is the etcd revision of the stage last applied.
-	StageRev int64
 	// State is one of the State* constants.
 	State      string
 	Checkpoint Checkpoint
@@ -94,7 +77,6 @@ type metaRecord struct {
 	Name       string          `json:"name"`
 	Config     json.RawMessage `json:"config"`
 	ConfigRev  int64           `json:"config-rev"`
-	StageRev   int64           `json:"stage-rev"`
 	State      string          `json:"state"`
 	Checkpoint Checkpoint      `json:"checkpoint"`
 }
@@ -141,6 +123,21 @@ func (e *RecordErrors) Unwrap() []error {
 // Meta is the local meta store of the stream tasks of a worker. Its
 // methods may be called from several goroutines; each is one bbolt
 // transaction.
+//
+// It keeps one record per deployed stream task in a bbolt file
+// (the worker's is <data-dir>/stream/meta.db): bucket "streams", key the
+// stream name, value the record as JSON (metaRecord). Every write is one
+// bbolt transaction, fsynced before it returns. The file belongs to one
+// process: bbolt holds an exclusive flock on it while it is open.
+//
+// Damage is contained at two levels. A file bbolt cannot open or whose
+// pages fail bbolt's consistency check makes OpenMeta fail with
+// ErrMetaCorrupt, naming the file and what to do (move it aside; every
+// stream then starts over from its etcd mirror P/stream/checkpoint). A
+// record whose JSON does not decode affects only that stream: Get,
+// SaveCheckpoint and SetState of it fail with ErrRecordCorrupt, List
+// returns the other records together with a *RecordErrors, and Drop
+// removes it.
 type Meta struct {
 	path string
 	db   *bolt.DB
@@ -477,7 +474,7 @@ func encodeRecord(r Record) ([]byte, error) {
 	}
 	return json.Marshal(metaRecord{
 		Format: metaFormat, Name: r.Name, Config: cfg, ConfigRev: r.ConfigRev,
-		StageRev: r.StageRev, State: r.State, Checkpoint: r.Checkpoint,
+		State: r.State, Checkpoint: r.Checkpoint,
 	})
 }
 
@@ -507,7 +504,7 @@ func (m *Meta) decodeRecord(name string, value []byte) (Record, *RecordError) {
 		return Record{}, m.corruptRecord(name, fmt.Errorf("config: %w", err))
 	}
 	return Record{
-		Name: r.Name, Config: cfg, ConfigRev: r.ConfigRev, StageRev: r.StageRev,
+		Name: r.Name, Config: cfg, ConfigRev: r.ConfigRev,
 		State: r.State, Checkpoint: r.Checkpoint,
 	}, nil
 }

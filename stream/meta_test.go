@@ -52,7 +52,6 @@ func testRecord(t *testing.T, name string) Record {
 		Name:      name,
 		Config:    streamConfig(t, name),
 		ConfigRev: 41,
-		StageRev:  42,
 		State:     StateFillHistory,
 		Checkpoint: Checkpoint{
 			Location: binlog.Location{Name: "mariadb-bin.000003", Pos: 1234, GTID: "0-1-900"},
