@@ -12,17 +12,17 @@ import (
 	"github.com/dmworker/dm-worker/pkg/backoff"
 )
 
-// Retry pacing of every sink's Write (DESIGN.md §4: retried with backoff).
-// A Write that keeps failing for sinkGiveUpAfter gives up: the task then
-// pauses with the error and is resumed through checking, where the sink's
+// sinkRetry is the retry pacing of a sink's Write (DESIGN.md §4: retried
+// with backoff): waits from min doubling to max between failures, and a
+// Write that keeps failing for giveUpAfter gives up: the task then pauses
+// with the error and is resumed through checking, where the sink's
 // readiness probe is retried with the reason in status.
-const (
-	sinkRetryMin = 100 * time.Millisecond
-	sinkRetryMax = 5 * time.Second
-)
+type sinkRetry struct {
+	min, max, giveUpAfter time.Duration
+}
 
-// sinkGiveUpAfter is a variable so that tests can shorten it.
-var sinkGiveUpAfter = 30 * time.Second
+// defaultSinkRetry is the pacing every sink uses.
+var defaultSinkRetry = sinkRetry{min: 100 * time.Millisecond, max: 5 * time.Second, giveUpAfter: 30 * time.Second}
 
 // retryReportKey carries, in a Write's ctx, the function told about each
 // failed attempt (and nil once an attempt succeeds), so the task can show
@@ -95,7 +95,12 @@ func appendRawJSON(buf, raw []byte) []byte {
 // end, when ctx ended in the middle of one). attempt logs nothing itself;
 // each failure is logged here once, with the delay before the next try.
 func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt func(context.Context) error) error {
-	b := backoff.New(sinkRetryMin, sinkRetryMax)
+	return defaultSinkRetry.run(ctx, logger, what, attempt)
+}
+
+// run is retryLoop with p's pacing.
+func (p sinkRetry) run(ctx context.Context, logger *zap.Logger, what string, attempt func(context.Context) error) error {
+	b := backoff.New(p.min, p.max)
 	report, _ := ctx.Value(retryReportKey{}).(func(error))
 	if report == nil {
 		report = func(error) {}
@@ -126,9 +131,9 @@ func retryLoop(ctx context.Context, logger *zap.Logger, what string, attempt fun
 		report(fmt.Errorf("%s: attempt %d failed, retrying: %w", what, n, err))
 		if firstFail.IsZero() {
 			firstFail = time.Now()
-		} else if time.Since(firstFail) >= sinkGiveUpAfter {
+		} else if time.Since(firstFail) >= p.giveUpAfter {
 			return fmt.Errorf("%s: still failing after %s and %d attempts; the stream pauses and is resumed "+
-				"through the sink's readiness check: %w", what, sinkGiveUpAfter, n, err)
+				"through the sink's readiness check: %w", what, p.giveUpAfter, n, err)
 		}
 		d := b.Next()
 		logger.Warn("sink delivery failed, retrying", zap.String("op", what), zap.Int("attempt", n),

@@ -39,13 +39,12 @@ func TestRetryLoopReportsAndRecovers(t *testing.T) {
 }
 
 // TestRetryLoopGivesUp: a sink that keeps failing makes Write return after
-// sinkGiveUpAfter, so the task pauses and goes through checking.
+// its giveUpAfter, so the task pauses and goes through checking.
 func TestRetryLoopGivesUp(t *testing.T) {
-	old := sinkGiveUpAfter
-	sinkGiveUpAfter = 300 * time.Millisecond
-	defer func() { sinkGiveUpAfter = old }()
+	pacing := defaultSinkRetry
+	pacing.giveUpAfter = 300 * time.Millisecond
 	start := time.Now()
-	err := retryLoop(context.Background(), zaptest.NewLogger(t), "publish", func(context.Context) error {
+	err := pacing.run(context.Background(), zaptest.NewLogger(t), "publish", func(context.Context) error {
 		return errors.New("no responders")
 	})
 	if err == nil || !strings.Contains(err.Error(), "still failing") || !strings.Contains(err.Error(), "no responders") {
