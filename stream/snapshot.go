@@ -99,14 +99,15 @@ const erTableDefChanged = 1412
 //
 // Each table not Done in progress (by TableName.String()) is read in
 // key order in chunks of chunk rows (DefaultSnapshotChunk when chunk <= 0)
-// with keyset pagination, WHERE (k1, k2) > (cursor) ORDER BY k1, k2 LIMIT
-// chunk, written as k1 >= c1 AND (k1 > c1 OR (k1 = c1 AND k2 > c2)) so
-// that MariaDB reads an index range. keys gives each table's key columns
-// (the primary key or a unique key whose columns are NOT NULL); a table
-// without an entry, or whose key has a column of a type that cannot be
-// paged exactly (FLOAT, DOUBLE, ENUM, SET, spatial, JSON), is read whole in
-// one query ordered by every column, which the log says. A key column that
-// holds NULL fails the snapshot.
+// with keyset pagination (sqlschema.Keyset, the chunker the dump uses
+// too), WHERE (k1, k2) > (cursor) ORDER BY k1, k2 LIMIT chunk, written as
+// k1 >= c1 AND (k1 > c1 OR (k1 = c1 AND k2 > c2)) so that MariaDB reads an
+// index range. keys gives each table's key columns (the primary key or a
+// unique key whose columns are NOT NULL); a table without an entry, or
+// whose key has a column of a type that cannot be paged exactly (FLOAT,
+// DOUBLE, ENUM, SET, spatial, JSON; sqlschema.KindOf) or an INVISIBLE one,
+// is read whole in one query ordered by every column, which the log says.
+// A key column that holds NULL fails the snapshot.
 //
 // emit is called once per chunk, in order, with the chunk's rows; done names
 // the table when this chunk is its last (a table that ends exactly at a
