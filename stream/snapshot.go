@@ -4,48 +4,19 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
-
-// Fill-history reads the selected tables at one consistent point of a
-// MariaDB source and says which binlog location that point is, so that
-// streaming from the location after the snapshot loses and doubles nothing.
-//
-// Consistency: one connection runs START TRANSACTION WITH CONSISTENT
-// SNAPSHOT (REPEATABLE READ, read only). MariaDB takes the InnoDB read view
-// and the binlog position together, under the binlog's commit order, and
-// shows that position as the status variables binlog_snapshot_file and
-// binlog_snapshot_position of the session: every transaction committed
-// before it is in the snapshot, every later one is not and has its events
-// after it. BINLOG_GTID_POS(file, pos) turns it into the GTID position.
-// Every table is then read inside that transaction, so no lock is taken
-// (only the metadata lock of the table being read) and writes go on. The
-// source must be MariaDB (MySQL has no binlog_snapshot_* variables) and its
-// tables transactional (InnoDB); a table altered by DDL after the snapshot
-// began fails with ER_TABLE_DEF_CHANGED and the snapshot must start again.
-//
-// Rows come as text, as the text protocol carries them (no statement has
-// arguments: key values are written into the query as literals; the
-// integers and floats go-sql-driver parses are printed back): integers,
-// decimals and temporal values in MariaDB's text form (TIMESTAMP in UTC:
-// the session's time_zone is +00:00, as the binlog carries them), FLOAT as
-// the text of the double that holds it exactly (selectList), text columns
-// in utf8mb4 (SET NAMES utf8mb4), BINARY/BLOB/BIT as their raw bytes, NULL
-// as nil. The pool must not parse times (go-sql-driver's parseTime off).
-// The connection's session settings are changed, so it is closed at the
-// end instead of going back to the pool.
 
 // TableName names one table of the source.
 type TableName struct{ DB, Table string }
@@ -57,10 +28,7 @@ func (t TableName) String() string { return t.DB + "." + t.Table }
 func (t TableName) IsZero() bool { return t == TableName{} }
 
 // quoted is `db`.`table`.
-func (t TableName) quoted() string { return quoteName(t.DB) + "." + quoteName(t.Table) }
-
-// quoteName quotes an identifier with backticks.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+func (t TableName) quoted() string { return sqlschema.QuoteTable(t.DB, t.Table) }
 
 // SnapshotRow is one row read by fill-history.
 type SnapshotRow struct {
@@ -98,19 +66,48 @@ const unkeyedWriteTimeout = 86400
 // MariaDB error numbers the snapshot explains.
 const erTableDefChanged = 1412
 
-// Snapshot reads tables at one consistent point of the source (see above)
-// and returns that point's binlog location, where streaming starts.
+// Snapshot reads the selected tables at one consistent point of a
+// MariaDB source and says which binlog location that point is, so that
+// streaming from the location after the snapshot loses and doubles nothing.
+//
+// Consistency: one connection runs START TRANSACTION WITH CONSISTENT
+// SNAPSHOT (REPEATABLE READ, read only; sqlschema.BeginSnapshot, the
+// routine the dump's fallback uses too). MariaDB takes the InnoDB read view
+// and the binlog position together, under the binlog's commit order, and
+// shows that position as the status variables binlog_snapshot_file and
+// binlog_snapshot_position of the session: every transaction committed
+// before it is in the snapshot, every later one is not and has its events
+// after it. BINLOG_GTID_POS(file, pos) turns it into the GTID position.
+// Every table is then read inside that transaction, so no lock is taken
+// (only the metadata lock of the table being read) and writes go on. The
+// source must be MariaDB (MySQL has no binlog_snapshot_* variables) and its
+// tables transactional (InnoDB); a table altered by DDL after the snapshot
+// began fails with ER_TABLE_DEF_CHANGED and the snapshot must start again.
+//
+// Rows come as text, as the text protocol carries them (no statement has
+// arguments: key values are written into the query as literals; the
+// integers and floats go-sql-driver parses are printed back): integers,
+// decimals and temporal values in MariaDB's text form (TIMESTAMP in UTC:
+// the session's time_zone is +00:00, as the binlog carries them), FLOAT as
+// the text of the double that holds it exactly (selectList), text columns
+// in utf8mb4 (SET NAMES utf8mb4), BINARY/BLOB/BIT as their raw bytes, NULL
+// as nil. The pool must not parse times (go-sql-driver's parseTime off).
+// The connection's session settings are changed, so it is closed at the
+// end instead of going back to the pool.
+//
+// It returns the snapshot's binlog location, where streaming starts.
 //
 // Each table not Done in progress (by TableName.String()) is read in
 // key order in chunks of chunk rows (DefaultSnapshotChunk when chunk <= 0)
-// with keyset pagination, WHERE (k1, k2) > (cursor) ORDER BY k1, k2 LIMIT
-// chunk, written as k1 >= c1 AND (k1 > c1 OR (k1 = c1 AND k2 > c2)) so
-// that MariaDB reads an index range. keys gives each table's key columns
-// (the primary key or a unique key whose columns are NOT NULL); a table
-// without an entry, or whose key has a column of a type that cannot be
-// paged exactly (FLOAT, DOUBLE, ENUM, SET, spatial, JSON), is read whole in
-// one query ordered by every column, which the log says. A key column that
-// holds NULL fails the snapshot.
+// with keyset pagination (sqlschema.Keyset, the chunker the dump uses
+// too), WHERE (k1, k2) > (cursor) ORDER BY k1, k2 LIMIT chunk, written as
+// k1 >= c1 AND (k1 > c1 OR (k1 = c1 AND k2 > c2)) so that MariaDB reads an
+// index range. keys gives each table's key columns (the primary key or a
+// unique key whose columns are NOT NULL); a table without an entry, or
+// whose key has a column of a type that cannot be paged exactly (FLOAT,
+// DOUBLE, ENUM, SET, spatial, JSON; sqlschema.KindOf) or an INVISIBLE one,
+// is read whole in one query ordered by every column, which the log says.
+// A key column that holds NULL fails the snapshot.
 //
 // emit is called once per chunk, in order, with the chunk's rows; done names
 // the table when this chunk is its last (a table that ends exactly at a
@@ -185,152 +182,76 @@ func (s *snapshotter) discard() {
 // binlog location.
 func (s *snapshotter) begin(ctx context.Context) (binlog.Location, error) {
 	for _, q := range []string{
-		"SET NAMES utf8mb4",
+		"SET NAMES " + snapshotCharset,
 		"SET SESSION time_zone = '+00:00'",
 		"SET SESSION net_write_timeout = " + strconv.Itoa(unkeyedWriteTimeout),
 		"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-		"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
 	} {
 		if _, err := s.conn.ExecContext(ctx, q); err != nil {
 			return binlog.Location{}, fmt.Errorf("stream: fill-history: %s: %w", q, err)
 		}
 	}
-	status := map[string]string{}
-	rows, err := s.conn.QueryContext(ctx, "SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("stream: fill-history: read the snapshot's binlog location: %w", err)
-	}
-	err = scanAll(rows, func(r *sql.Rows) error {
-		var name, value string
-		if err := r.Scan(&name, &value); err != nil {
-			return err
-		}
-		status[strings.ToLower(name)] = value
-		return nil
-	})
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("stream: fill-history: read the snapshot's binlog location: %w", err)
-	}
-	file, ok := status["binlog_snapshot_file"]
-	if !ok {
-		return binlog.Location{}, errors.New("stream: fill-history: the source has no binlog_snapshot_file status variable: " +
-			"fill-history needs a MariaDB source (it takes the snapshot's binlog position from START TRANSACTION WITH CONSISTENT SNAPSHOT); " +
-			"set snapshot: false in the stream config for other sources")
-	}
-	if file == "" {
-		return binlog.Location{}, errors.New("stream: fill-history: the source's binary log is off (binlog_snapshot_file is empty); turn on log_bin")
-	}
-	pos, err := strconv.ParseUint(status["binlog_snapshot_position"], 10, 32)
-	if err != nil {
-		return binlog.Location{}, fmt.Errorf("stream: fill-history: binlog_snapshot_position %q: %w", status["binlog_snapshot_position"], err)
-	}
-	var gtid sql.NullString
-	if err := s.conn.QueryRowContext(ctx, "SELECT BINLOG_GTID_POS("+textLiteral(file)+", "+strconv.FormatUint(pos, 10)+")").Scan(&gtid); err != nil {
-		return binlog.Location{}, fmt.Errorf("stream: fill-history: BINLOG_GTID_POS of %s:%d: %w", file, pos, err)
-	}
-	if !gtid.Valid {
-		return binlog.Location{}, fmt.Errorf("stream: fill-history: BINLOG_GTID_POS(%s, %d) is NULL: the source does not find its own snapshot position in its binlog (purged at this moment?); start the stream again", file, pos)
-	}
-	return binlog.Location{Name: file, Pos: uint32(pos), GTID: gtid.String}, nil
-}
-
-// keyKind says how a key column's cursor value is written into a query.
-type keyKind int
-
-const (
-	keyUnusable keyKind = iota // the column cannot page the table exactly
-	keyNumber                  // an exact number: written as it is
-	keyText                    // text and temporal values: a utf8mb4 string
-	keyBinary                  // bytes: a binary string
-)
-
-// kindOf classifies a column by go-sql-driver's DatabaseTypeName.
-func kindOf(typeName string) keyKind {
-	t := strings.TrimPrefix(typeName, "UNSIGNED ")
+	loc, err := sqlschema.BeginSnapshot(ctx, s.conn)
 	switch {
-	case strings.HasSuffix(t, "INT"), t == "DECIMAL", t == "YEAR":
-		return keyNumber
-	case t == "BINARY", t == "VARBINARY", strings.HasSuffix(t, "BLOB"), t == "BIT":
-		return keyBinary
-	case t == "CHAR", t == "VARCHAR", strings.HasSuffix(t, "TEXT"),
-		t == "DATE", t == "DATETIME", t == "TIMESTAMP", t == "TIME":
-		return keyText
+	case errors.Is(err, sqlschema.ErrNoSnapshotStatus):
+		return binlog.Location{}, fmt.Errorf("stream: fill-history: %w: fill-history needs a MariaDB source "+
+			"(it takes the snapshot's binlog position from START TRANSACTION WITH CONSISTENT SNAPSHOT); "+
+			"set snapshot: false in the stream config for other sources", err)
+	case errors.Is(err, sqlschema.ErrSnapshotGTIDUnknown):
+		return binlog.Location{}, fmt.Errorf("stream: fill-history: %w; start the stream again", err)
+	case err != nil:
+		return binlog.Location{}, fmt.Errorf("stream: fill-history: %w", err)
 	}
-	// FLOAT/DOUBLE text may not compare equal to the stored value; ENUM and
-	// SET sort by member number but compare with strings as text; spatial,
-	// JSON and unknown types are not keys to page by.
-	return keyUnusable
+	return loc, nil
 }
 
-// numberText is the text of an exact number as MariaDB prints it.
-var numberText = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+// snapshotCharset is the session's charset: text columns are read, and
+// text cursors written, in it.
+const snapshotCharset = "utf8mb4"
 
-// literal writes v, a key value of kind k read from the table, as an SQL
-// literal that compares with the column as the column's own values do.
-func literal(k keyKind, v string) (string, error) {
-	switch k {
-	case keyNumber:
-		if !numberText.MatchString(v) {
-			return "", fmt.Errorf("%q is not a number", v)
-		}
-		return v, nil
-	case keyBinary:
-		return "X'" + hex.EncodeToString([]byte(v)) + "'", nil
-	}
-	return textLiteral(v), nil
-}
-
-// textLiteral writes v as a utf8mb4 string literal (coercible, so the
-// column's collation decides the comparison), hex-encoded so that no
-// sql_mode changes how it reads.
-func textLiteral(v string) string { return "_utf8mb4 X'" + hex.EncodeToString([]byte(v)) + "'" }
-
-// tableKey is how one table is paged.
+// tableKey is how one table is paged: the shared keyset chunker, and
+// where its columns are among the columns read.
 type tableKey struct {
-	names []string  // key columns, as the table spells them
-	index []int     // their positions among the columns
-	kinds []keyKind // how their values are written
+	*sqlschema.Keyset
+	index []int // the key columns' positions among the columns read
 }
 
 // table reads one table and emits its chunks.
 func (s *snapshotter) table(ctx context.Context, t TableName, key []string, p TableProgress) error {
 	log := s.log.With(zap.Stringer("table", t))
-	cols, types, err := tableColumns(ctx, s.conn, t)
+	tbl, err := sqlschema.ReadTable(ctx, s.conn, t.DB, t.Table)
 	if err != nil {
-		return err
+		return readErr(t, err)
 	}
+	cols, types := selectedColumns(tbl)
 	selected := selectList(cols, types)
-	k, why := keyOf(cols, types, key)
+	k, why := keyOf(tbl, cols, key)
 	if why != "" {
 		log.Warn("fill-history reads the table without a key, whole, in one query ordered by every column; "+
 			"a restart reads it again from its start", zap.String("reason", why))
 		return s.whole(ctx, t, selected, cols)
 	}
 	cursor := p.Cursor
-	if len(cursor) != 0 && len(cursor) != len(k.names) {
+	if len(cursor) != 0 && len(cursor) != len(k.Columns) {
 		log.Warn("fill-history progress does not fit the table's key; reading the table from its start",
-			zap.Strings("cursor", cursor), zap.Strings("key", k.names))
+			zap.Strings("cursor", cursor), zap.Strings("key", k.Names()))
 		cursor = nil
 	}
-	log.Info("fill-history reads the table", zap.Strings("key", k.names), zap.Bool("resume", cursor != nil))
-	order := make([]string, len(k.names))
-	for i, n := range k.names {
-		order[i] = quoteName(n)
-	}
+	log.Info("fill-history reads the table", zap.Strings("key", k.Names()), zap.Bool("resume", cursor != nil))
 	var total int64
 	for {
 		where, err := keysetWhere(k, cursor)
 		if err != nil {
 			return fmt.Errorf("stream: fill-history: %s: cursor %q: %w", t, cursor, err)
 		}
-		q := "SELECT " + selected + " FROM " + t.quoted() + where + " ORDER BY " + strings.Join(order, ", ") + " LIMIT " + strconv.Itoa(s.chunk)
+		q := "SELECT " + selected + " FROM " + t.quoted() + where + " ORDER BY " + k.OrderBy() + " LIMIT " + strconv.Itoa(s.chunk)
 		rows, err := s.read(ctx, t, q, cols, &k)
 		if err != nil {
 			return err
 		}
 		if len(rows) > 0 && cursor != nil && slices.Equal(rows[0].Cursor, cursor) {
 			return fmt.Errorf("stream: fill-history: %s: the key (%s) does not advance past %q: its values do not compare as they print; give the table another key",
-				t, strings.Join(k.names, ", "), cursor)
+				t, strings.Join(k.Names(), ", "), cursor)
 		}
 		total += int64(len(rows))
 		var done TableName
@@ -349,77 +270,72 @@ func (s *snapshotter) table(ctx context.Context, t TableName, key []string, p Ta
 	}
 }
 
-// keyOf matches the key columns with the table's columns; why says why the
-// key cannot page the table ("" when it can).
-func keyOf(cols []string, types []string, key []string) (k tableKey, why string) {
+// keyOf pages the table tbl by the key columns key, read among the
+// columns cols; why says why the key cannot page the table ("" when it
+// can).
+func keyOf(tbl *sqlschema.Table, cols []string, key []string) (k tableKey, why string) {
 	if len(key) == 0 {
 		return k, "no primary key or NOT NULL unique key"
 	}
-	for _, name := range key {
-		i := slices.IndexFunc(cols, func(c string) bool { return strings.EqualFold(c, name) })
+	ks, err := sqlschema.NewKeyset(tbl, "", key, snapshotCharset)
+	if err != nil {
+		return tableKey{}, err.Error()
+	}
+	k.Keyset = ks
+	for _, c := range ks.Columns {
+		i := slices.Index(cols, c.Name)
 		if i < 0 {
-			return tableKey{}, fmt.Sprintf("key column %s is not a column of the table", name)
+			return tableKey{}, fmt.Sprintf("key column %s is INVISIBLE, so SELECT * does not read it", c.Name)
 		}
-		kind := kindOf(types[i])
-		if kind == keyUnusable {
-			return tableKey{}, fmt.Sprintf("key column %s is of type %s, whose values cannot page the table exactly", name, types[i])
-		}
-		k.names = append(k.names, cols[i])
 		k.index = append(k.index, i)
-		k.kinds = append(k.kinds, kind)
 	}
 	return k, ""
 }
 
-// keysetWhere is the condition "key > cursor" (nothing without a cursor),
-// written so that MariaDB reads a range of the key's index:
-// k1 >= c1 AND (k1 > c1 OR (k1 = c1 AND (k2 > c2 OR (k2 = c2 AND k3 > c3)))).
+// keysetWhere is the condition "key > cursor" (nothing without a cursor)
+// that sqlschema.Keyset.Where writes.
 func keysetWhere(k tableKey, cursor []string) (string, error) {
 	if cursor == nil {
 		return "", nil
 	}
-	lits := make([]string, len(cursor))
+	raw := make([][]byte, len(cursor))
 	for i, v := range cursor {
-		var err error
-		if lits[i], err = literal(k.kinds[i], v); err != nil {
-			return "", fmt.Errorf("key column %s: %w", k.names[i], err)
+		raw[i] = []byte(v)
+	}
+	lits, err := k.Literals(raw)
+	if err != nil {
+		return "", err
+	}
+	return k.Where(lits, nil), nil
+}
+
+// tableColumns returns the names and DATA_TYPEs (upper-cased: "INT",
+// "FLOAT", ...) of the columns of t that SELECT * reads, in the table's
+// order (sqlschema.ReadTable).
+func tableColumns(ctx context.Context, q sqlschema.Querier, t TableName) (names, types []string, err error) {
+	tbl, err := sqlschema.ReadTable(ctx, q, t.DB, t.Table)
+	if err != nil {
+		return nil, nil, readErr(t, err)
+	}
+	names, types = selectedColumns(tbl)
+	return names, types, nil
+}
+
+// selectedColumns are the names and upper-cased DATA_TYPEs of the columns
+// of tbl that SELECT * reads: all but the INVISIBLE ones.
+func selectedColumns(tbl *sqlschema.Table) (names, types []string) {
+	for _, c := range tbl.Columns {
+		if c.Invisible {
+			continue
 		}
+		names = append(names, c.Name)
+		types = append(types, strings.ToUpper(c.DataType))
 	}
-	n := len(lits) - 1
-	cond := quoteName(k.names[n]) + " > " + lits[n]
-	for i := n - 1; i >= 0; i-- {
-		c := quoteName(k.names[i])
-		cond = c + " > " + lits[i] + " OR (" + c + " = " + lits[i] + " AND (" + cond + "))"
-	}
-	return " WHERE " + quoteName(k.names[0]) + " >= " + lits[0] + " AND (" + cond + ")", nil
-}
-
-// queryer runs a query: a *sql.Conn, *sql.DB or *sql.Tx.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// tableColumns returns the names and go-sql-driver type names
-// (DatabaseTypeName) of t's columns, in the table's order.
-func tableColumns(ctx context.Context, q queryer, t TableName) (names, types []string, err error) {
-	rows, err := q.QueryContext(ctx, "SELECT * FROM "+t.quoted()+" LIMIT 0")
-	if err != nil {
-		return nil, nil, readErr(t, err)
-	}
-	defer rows.Close()
-	cts, err := rows.ColumnTypes()
-	if err != nil {
-		return nil, nil, readErr(t, err)
-	}
-	for _, ct := range cts {
-		names = append(names, ct.Name())
-		types = append(types, ct.DatabaseTypeName())
-	}
-	return names, types, readErr(t, scanAll(rows, func(*sql.Rows) error { return nil }))
+	return names, types
 }
 
 // selectList is the SELECT list that reads every column of a table exactly,
-// given the names and go-sql-driver type names tableColumns returns: each
+// given the names and types tableColumns returns: each
 // column as itself, but a FLOAT as CAST(col AS DOUBLE) under its own name.
 // MariaDB prints a FLOAT with 6 significant digits (FLT_DIG, and ZEROFILL or
 // FLOAT(M,D) digits), which lose most of its value; the DOUBLE holds the
@@ -430,8 +346,8 @@ func tableColumns(ctx context.Context, q queryer, t TableName) (names, types []s
 func selectList(names, types []string) string {
 	exprs := make([]string, len(names))
 	for i, n := range names {
-		exprs[i] = quoteName(n)
-		if strings.TrimPrefix(types[i], "UNSIGNED ") == "FLOAT" {
+		exprs[i] = sqlschema.QuoteName(n)
+		if types[i] == "FLOAT" {
 			exprs[i] = "CAST(" + exprs[i] + " AS DOUBLE) AS " + exprs[i]
 		}
 	}
@@ -508,7 +424,7 @@ func (s *snapshotter) query(ctx context.Context, t TableName, q string, cols []s
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	err = scanAll(rows, func(r *sql.Rows) error {
+	err = sqlschema.ScanRows(rows, func(r *sql.Rows) error {
 		if err := r.Scan(ptrs...); err != nil { // into *any: []byte values are copied
 			return err
 		}
@@ -526,7 +442,7 @@ func (s *snapshotter) query(ctx context.Context, t TableName, q string, cols []s
 			row.Cursor = make([]string, len(k.index))
 			for j, i := range k.index {
 				if vals[i] == nil {
-					return fmt.Errorf("key column %s is NULL in a row: the key is not NOT NULL; give the table a key without NULLs", k.names[j])
+					return fmt.Errorf("key column %s is NULL in a row: the key is not NOT NULL; give the table a key without NULLs", k.Columns[j].Name)
 				}
 				row.Cursor[j] = string(row.Values[i].([]byte))
 			}
@@ -566,36 +482,16 @@ func textValue(v any) ([]byte, error) {
 	return nil, fmt.Errorf("the driver gave a %T, not text", v)
 }
 
-// scanAll calls each for every row, closes rows and returns the first
-// error.
-func scanAll(rows *sql.Rows, each func(*sql.Rows) error) error {
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			_ = rows.Close()
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		_ = rows.Close()
-		return err
-	}
-	return rows.Close()
-}
-
 // readErr names the table in an error reading it.
 func readErr(t TableName, err error) error {
 	if err == nil {
 		return nil
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == erTableDefChanged {
+	if dbconn.ErrorNumber(err) == erTableDefChanged {
 		return fmt.Errorf("stream: fill-history: %s was altered after the snapshot began (%w); start the snapshot again", t, err)
 	}
 	return fmt.Errorf("stream: fill-history: read %s: %w", t, err)
 }
-
-// systemSchemas are never read by fill-history.
-var systemSchemas = []string{"mysql", "information_schema", "performance_schema", "sys"}
 
 // ListTables lists the base tables (no views) of the source that allowed
 // selects, sorted by schema and name, leaving out the system schemas
@@ -603,14 +499,10 @@ var systemSchemas = []string{"mysql", "information_schema", "performance_schema"
 // stream's block-allow list, e.g. filter.NewTables(cfg.BAList, false).TableAllowed;
 // nil allows every table.
 func ListTables(ctx context.Context, db *sql.DB, allowed func(db, table string) bool) ([]TableName, error) {
-	q := "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN ('" +
-		strings.Join(systemSchemas, "', '") + "') ORDER BY TABLE_SCHEMA, TABLE_NAME"
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("stream: list the source's tables: %w", err)
-	}
+	q := "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN " +
+		sqlschema.SystemSchemaList() + " ORDER BY TABLE_SCHEMA, TABLE_NAME"
 	var out []TableName
-	err = scanAll(rows, func(r *sql.Rows) error {
+	err := sqlschema.ScanAll(ctx, db, q, nil, func(r *sql.Rows) error {
 		var t TableName
 		if err := r.Scan(&t.DB, &t.Table); err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
@@ -248,7 +249,14 @@ func TestSnapshot(t *testing.T) {
 		src.Exec(t, "CREATE TABLE snap.big (a INT NOT NULL, b VARCHAR(20) NOT NULL, c INT NOT NULL, PRIMARY KEY (a, b, c))")
 		src.Exec(t, "INSERT INTO snap.big SELECT seq % 50, CONCAT('x', seq % 7), seq FROM snap.seq_1_to_5000")
 		src.Exec(t, "ANALYZE TABLE snap.big")
-		k := tableKey{names: []string{"a", "b", "c"}, kinds: []keyKind{keyNumber, keyText, keyNumber}}
+		tbl, err := sqlschema.ReadTable(t.Context(), db, "snap", "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, why := keyOf(tbl, []string{"a", "b", "c"}, []string{"a", "b", "c"})
+		if why != "" {
+			t.Fatal(why)
+		}
 		where, err := keysetWhere(k, []string{"25", "x3", "2000"})
 		if err != nil {
 			t.Fatal(err)

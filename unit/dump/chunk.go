@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
 
@@ -35,39 +35,27 @@ var (
 // the last chunk. Each bound is the key of the rows-th row after the
 // previous one, read with the key's index inside the snapshot.
 func boundaries(ctx context.Context, c *sql.Conn, t *tableInfo, rows int64, emit func(upper []string) error) error {
-	order := make([]string, len(t.key))
-	for i, k := range t.key {
-		order[i] = quoteName(k.name)
-	}
-	cols := strings.Join(order, ", ")
-	from := " FROM " + t.ref.quoted() + " FORCE INDEX (" + quoteName(t.keyIndex) + ")"
+	cols := t.key.OrderBy()
+	from := " FROM " + t.ref.quoted() + " FORCE INDEX (" + sqlschema.QuoteName(t.key.Index) + ")"
 	var lower []string
 	for {
-		q := "SELECT " + cols + from + keyRange(t.key, lower, nil) + " ORDER BY " + cols +
+		q := "SELECT " + cols + from + t.key.Where(lower, nil) + " ORDER BY " + cols +
 			" LIMIT 1 OFFSET " + strconv.FormatInt(rows-1, 10)
-		vals := make([]sql.RawBytes, len(t.key))
+		vals := make([]sql.RawBytes, len(t.key.Columns))
 		ptrs := make([]any, len(vals))
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
 		found := false
 		var upper []string
-		rs, err := c.QueryContext(ctx, q)
-		if err != nil {
-			return readErr(t.ref, "find chunk boundaries", err)
-		}
-		err = scanAll(rs, func(r *sql.Rows) error {
+		err := sqlschema.ScanAll(ctx, c, q, nil, func(r *sql.Rows) error {
 			if err := r.Scan(ptrs...); err != nil {
 				return err
 			}
 			found = true
-			upper = make([]string, len(vals))
-			for i, v := range vals {
-				if upper[i], err = t.key[i].literal(v); err != nil {
-					return err
-				}
-			}
-			return nil
+			var err error
+			upper, err = keyLiterals(t.key, vals)
+			return err
 		})
 		if err != nil {
 			return readErr(t.ref, "find chunk boundaries", err)
@@ -107,8 +95,8 @@ func writeChunk(ctx context.Context, c *sql.Conn, dir string, j chunkJob, count 
 		}
 	}()
 	q := "SELECT " + t.selected + " FROM " + t.ref.quoted()
-	if len(t.key) > 0 {
-		q += " FORCE INDEX (" + quoteName(t.keyIndex) + ")" + keyRange(t.key, j.lower, j.upper)
+	if t.key != nil {
+		q += " FORCE INDEX (" + sqlschema.QuoteName(t.key.Index) + ")" + t.key.Where(j.lower, j.upper)
 	}
 	rows, err := c.QueryContext(ctx, q)
 	if err != nil {
@@ -154,7 +142,7 @@ func (w *rowWriter) copy(rows *sql.Rows, count func(rows, bytes int64)) error {
 		ptrs[i] = &w.vals[i]
 	}
 	var lastRows, lastBytes int64
-	err := scanAll(rows, func(r *sql.Rows) error {
+	err := sqlschema.ScanRows(rows, func(r *sql.Rows) error {
 		if err := r.Scan(ptrs...); err != nil {
 			return err
 		}

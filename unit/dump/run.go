@@ -172,14 +172,6 @@ func (d *Dumper) showFinished(m *dumpfile.Manifest) {
 	})
 }
 
-func keyNames(key []keyColumn) []string {
-	var out []string
-	for _, k := range key {
-		out = append(out, k.name)
-	}
-	return out
-}
-
 // newDumpID is 16 random hex digits.
 func newDumpID() string {
 	var b [8]byte

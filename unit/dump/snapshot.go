@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
 
@@ -127,8 +126,8 @@ func takeSnapshot(ctx context.Context, db *sql.DB, threads int, lockWait time.Du
 // unlocks.
 func (s *snapshot) underLock(ctx context.Context, lock *sql.Conn) error {
 	for _, c := range s.readers {
-		if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-			return errs.Wrap(err, CodeDumpSnapshot, "dump: START TRANSACTION WITH CONSISTENT SNAPSHOT")
+		if err := sqlschema.StartSnapshot(ctx, c); err != nil {
+			return errs.Wrap(err, CodeDumpSnapshot, "dump")
 		}
 	}
 	loc, err := masterStatus(ctx, lock)
@@ -145,11 +144,7 @@ func (s *snapshot) underLock(ctx context.Context, lock *sql.Conn) error {
 // lockRefused says why err means FLUSH TABLES WITH READ LOCK cannot be had
 // ("" when err is another failure).
 func lockRefused(err error, lockWait time.Duration) string {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
-		return ""
-	}
-	switch me.Number {
+	switch dbconn.ErrorNumber(err) {
 	case erSpecificAccessDenied, erAccessDenied, erDBAccessDenied:
 		return "the source user lacks the RELOAD privilege"
 	case erLockWaitTimeout:
@@ -159,37 +154,24 @@ func lockRefused(err error, lockWait time.Duration) string {
 }
 
 // binlogSnapshot starts the snapshot of the only reader and takes its
-// binlog location from the session's binlog_snapshot_* status.
+// binlog location from the session's binlog_snapshot_* status
+// (sqlschema.BeginSnapshot).
 func (s *snapshot) binlogSnapshot(ctx context.Context) error {
 	s.method = dumpfile.MethodBinlogSnapshot
-	c := s.readers[0]
-	if _, err := c.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+	loc, err := sqlschema.BeginSnapshot(ctx, s.readers[0])
+	switch {
+	case errors.Is(err, sqlschema.ErrNoSnapshotStatus), errors.Is(err, sqlschema.ErrSnapshotBinlogOff):
 		s.close()
-		return errs.Wrap(err, CodeDumpSnapshot, "dump: START TRANSACTION WITH CONSISTENT SNAPSHOT")
-	}
-	status, err := queryPairs(ctx, c, "SHOW SESSION STATUS LIKE 'binlog_snapshot_%'")
-	if err != nil {
+		return errs.New(CodeDumpSnapshot, false, "dump: %w: without FLUSH TABLES WITH READ LOCK "+
+			"(grant RELOAD to the source user) the dump needs a MariaDB source with its binary log on (log_bin)", err)
+	case errors.Is(err, sqlschema.ErrSnapshotGTIDUnknown):
 		s.close()
-		return errs.Wrap(err, CodeDumpSnapshot, "dump: read the snapshot's binlog location")
-	}
-	file, ok := status["binlog_snapshot_file"]
-	if !ok || file == "" {
+		return errs.New(CodeDumpSnapshot, true, "dump: %w", err)
+	case err != nil:
 		s.close()
-		return errs.New(CodeDumpSnapshot, false, "dump: the source shows no binlog_snapshot_file: without FLUSH TABLES WITH READ LOCK "+
-			"(grant RELOAD to the source user) the dump needs a MariaDB source with its binary log on (log_bin)")
+		return errs.Wrap(err, CodeDumpSnapshot, "dump: take the consistent snapshot")
 	}
-	pos, err := strconv.ParseUint(status["binlog_snapshot_position"], 10, 32)
-	if err != nil {
-		s.close()
-		return errs.New(CodeDumpSnapshot, false, "dump: binlog_snapshot_position %q: %w", status["binlog_snapshot_position"], err)
-	}
-	var gtid sql.NullString
-	q := "SELECT BINLOG_GTID_POS(" + dbconn.QuoteString(file) + ", " + strconv.FormatUint(pos, 10) + ")"
-	if err := c.QueryRowContext(ctx, q).Scan(&gtid); err != nil {
-		s.close()
-		return errs.Wrap(err, CodeDumpSnapshot, "dump: %s", q)
-	}
-	s.start = binlog.Location{Name: file, Pos: uint32(pos), GTID: gtid.String}
+	s.start = loc
 	return nil
 }
 
@@ -205,8 +187,7 @@ func masterStatus(ctx context.Context, c *sql.Conn) (binlog.Location, error) {
 	}
 	var gtid sql.NullString
 	if err := c.QueryRowContext(ctx, "SELECT @@gtid_binlog_pos").Scan(&gtid); err != nil {
-		var me *mysql.MySQLError
-		if !errors.As(err, &me) || me.Number != 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE: MySQL
+		if dbconn.ErrorNumber(err) != erUnknownSystemVariable { // MySQL
 			return binlog.Location{}, errs.Wrap(err, CodeDumpSnapshot, "dump: SELECT @@gtid_binlog_pos")
 		}
 		if err := c.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_executed").Scan(&gtid); err != nil {
@@ -215,38 +196,4 @@ func masterStatus(ctx context.Context, c *sql.Conn) (binlog.Location, error) {
 	}
 	loc.GTID = gtid.String
 	return loc, nil
-}
-
-// queryPairs runs a SHOW that returns name/value rows; names lower-cased.
-func queryPairs(ctx context.Context, c *sql.Conn, q string) (map[string]string, error) {
-	rows, err := c.QueryContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	err = scanAll(rows, func(r *sql.Rows) error {
-		var name, value string
-		if err := r.Scan(&name, &value); err != nil {
-			return err
-		}
-		out[strings.ToLower(name)] = value
-		return nil
-	})
-	return out, err
-}
-
-// scanAll calls each for every row, closes rows and returns the first
-// error.
-func scanAll(rows *sql.Rows, each func(*sql.Rows) error) error {
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			_ = rows.Close() // the callback's error is the one to report
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		_ = rows.Close() // rows.Err is the one to report
-		return err
-	}
-	return rows.Close()
 }

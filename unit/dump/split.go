@@ -6,10 +6,8 @@ import (
 	"math/big"
 
 	"github.com/dmworker/dm-worker/pkg/dbconn"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
-
-// intTypes are the integer types whose key ranges split arithmetically.
-var intTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true}
 
 // splitByRange is mydumper's way for a table whose key is one integer
 // column: the span MIN..MAX of the key (two index dives) is cut into equal
@@ -19,7 +17,7 @@ var intTypes = map[string]bool{"tinyint": true, "smallint": true, "mediumint": t
 // trust (then the keyset boundaries are cheap anyway). Ranges are even in
 // key values, not rows; a sparse key gives uneven chunks, never wrong ones.
 func splitByRange(ctx context.Context, c *sql.Conn, t *tableInfo, rows int64, emit func(upper []string) error) (bool, error) {
-	if len(t.key) != 1 || !t.key[0].integer {
+	if t.key == nil || len(t.key.Columns) != 1 || !t.key.Columns[0].Integer {
 		return false, nil
 	}
 	var estimate sql.NullInt64
@@ -31,7 +29,7 @@ func splitByRange(ctx context.Context, c *sql.Conn, t *tableInfo, rows int64, em
 	if !estimate.Valid || estimate.Int64 < 2*rows {
 		return false, nil
 	}
-	k := quoteName(t.key[0].name)
+	k := sqlschema.QuoteName(t.key.Columns[0].Name)
 	var lo, hi sql.NullString
 	if err := c.QueryRowContext(ctx, "SELECT MIN("+k+"), MAX("+k+") FROM "+t.ref.quoted()).Scan(&lo, &hi); err != nil {
 		return false, readErr(t.ref, "read its key's range", err)

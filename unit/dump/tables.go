@@ -3,7 +3,7 @@ package dump
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"errors"
 	"strings"
 
 	"go.uber.org/zap"
@@ -11,11 +11,9 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
-
-// systemSchemas are never dumped, whatever the block-allow list says.
-const systemSchemas = "'mysql', 'information_schema', 'performance_schema', 'sys'"
 
 // transactional are the engines whose tables a consistent snapshot covers.
 var transactional = map[string]bool{"innodb": true, "rocksdb": true, "tokudb": true}
@@ -26,22 +24,16 @@ type tableRef struct{ schema, name string }
 func (t tableRef) String() string { return t.schema + "." + t.name }
 
 // quoted is `schema`.`name`.
-func (t tableRef) quoted() string { return quoteName(t.schema) + "." + quoteName(t.name) }
-
-// quoteName quotes an identifier with backticks.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+func (t tableRef) quoted() string { return sqlschema.QuoteTable(t.schema, t.name) }
 
 // selection lists the schemas (with SHOW CREATE DATABASE) and base tables
 // the block-allow list selects, sorted by name. Views and sequences are
-// left out, and logged.
+// left out, and logged, and so are the system schemas whatever the list
+// says.
 func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *zap.Logger) ([]dumpfile.Schema, []tableRef, error) {
-	rows, err := c.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, IFNULL(ENGINE, '') FROM information_schema.TABLES "+
-		"WHERE TABLE_SCHEMA NOT IN ("+systemSchemas+") ORDER BY TABLE_SCHEMA, TABLE_NAME")
-	if err != nil {
-		return nil, nil, errs.Wrap(err, CodeDumpRead, "dump: list the source's tables")
-	}
 	var tables []tableRef
-	err = scanAll(rows, func(r *sql.Rows) error {
+	err := sqlschema.ScanAll(ctx, c, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, IFNULL(ENGINE, '') FROM information_schema.TABLES "+
+		"WHERE TABLE_SCHEMA NOT IN "+sqlschema.SystemSchemaList()+" ORDER BY TABLE_SCHEMA, TABLE_NAME", nil, func(r *sql.Rows) error {
 		var t tableRef
 		var kind, engine string
 		if err := r.Scan(&t.schema, &t.name, &kind, &engine); err != nil {
@@ -64,8 +56,8 @@ func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *za
 	if err != nil {
 		return nil, nil, errs.Wrap(err, CodeDumpRead, "dump: list the source's tables")
 	}
-	names, err := queryStrings(ctx, c, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN ("+
-		systemSchemas+") ORDER BY SCHEMA_NAME")
+	names, err := sqlschema.QueryStrings(ctx, c, "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "+
+		sqlschema.SystemSchemaList()+" ORDER BY SCHEMA_NAME")
 	if err != nil {
 		return nil, nil, errs.Wrap(err, CodeDumpRead, "dump: list the source's schemas")
 	}
@@ -75,36 +67,12 @@ func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *za
 			continue
 		}
 		var name, create string
-		if err := c.QueryRowContext(ctx, "SHOW CREATE DATABASE "+quoteName(n)).Scan(&name, &create); err != nil {
-			return nil, nil, errs.Wrap(err, CodeDumpRead, "dump: SHOW CREATE DATABASE %s", quoteName(n))
+		if err := c.QueryRowContext(ctx, "SHOW CREATE DATABASE "+sqlschema.QuoteName(n)).Scan(&name, &create); err != nil {
+			return nil, nil, errs.Wrap(err, CodeDumpRead, "dump: SHOW CREATE DATABASE %s", sqlschema.QuoteName(n))
 		}
 		schemas = append(schemas, dumpfile.Schema{Name: n, CreateSQL: create})
 	}
 	return schemas, tables, nil
-}
-
-// queryStrings returns the first column of every row of q.
-func queryStrings(ctx context.Context, c *sql.Conn, q string) ([]string, error) {
-	rows, err := c.QueryContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	err = scanAll(rows, func(r *sql.Rows) error {
-		var s string
-		if err := r.Scan(&s); err != nil {
-			return err
-		}
-		out = append(out, s)
-		return nil
-	})
-	return out, err
-}
-
-// column is one column of a table as information_schema.COLUMNS has it.
-type column struct {
-	name, colType, dataType, charset string
-	generated                        bool
 }
 
 // tableInfo is what a table's chunks need: its definition, SELECT list and
@@ -114,8 +82,7 @@ type tableInfo struct {
 	createSQL string
 	columns   []dumpfile.Column // dumped columns, in field order
 	selected  string            // the SELECT list reading them
-	key       []keyColumn       // empty: one chunk
-	keyIndex  string            // the key's index name
+	key       *sqlschema.Keyset // nil: one chunk
 }
 
 // readTableInfo reads t's definition, columns and key on c.
@@ -125,18 +92,18 @@ func readTableInfo(ctx context.Context, c *sql.Conn, t tableRef, log *zap.Logger
 	if err := c.QueryRowContext(ctx, "SHOW CREATE TABLE "+t.quoted()).Scan(&name, &info.createSQL); err != nil {
 		return nil, readErr(t, "SHOW CREATE TABLE", err)
 	}
-	cols, err := readColumns(ctx, c, t)
+	tbl, err := readColumns(ctx, c, t)
 	if err != nil {
 		return nil, err
 	}
-	exprs := make([]string, 0, len(cols))
-	for _, col := range cols {
-		if col.generated {
+	exprs := make([]string, 0, len(tbl.Columns))
+	for _, col := range tbl.Columns {
+		if col.Generated {
 			continue
 		}
-		dc := dumpfile.Column{Name: col.name, Type: col.colType, Load: dumpfile.LoadRaw}
-		expr := quoteName(col.name)
-		switch col.dataType {
+		dc := dumpfile.Column{Name: col.Name, Type: col.ColumnType, Load: dumpfile.LoadRaw}
+		expr := sqlschema.QuoteName(col.Name)
+		switch col.DataType {
 		case "float":
 			expr = "CAST(" + expr + " AS DOUBLE)"
 		case "bit":
@@ -155,57 +122,31 @@ func readTableInfo(ctx context.Context, c *sql.Conn, t tableRef, log *zap.Logger
 		return nil, errs.New(CodeDumpRead, false, "dump: table %s has no columns to dump (all generated?)", t)
 	}
 	info.selected = strings.Join(exprs, ", ")
-	if info.key, info.keyIndex, err = readKey(ctx, c, t, cols, log); err != nil {
+	if info.key, err = readKey(ctx, c, t, tbl, log); err != nil {
 		return nil, err
 	}
 	return info, nil
 }
 
-// readColumns reads t's columns in ordinal order.
-func readColumns(ctx context.Context, c *sql.Conn, t tableRef) ([]column, error) {
-	q := "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IFNULL(CHARACTER_SET_NAME, ''), EXTRA FROM information_schema.COLUMNS " +
-		"WHERE TABLE_SCHEMA = " + dbconn.QuoteString(t.schema) + " AND TABLE_NAME = " + dbconn.QuoteString(t.name) +
-		" ORDER BY ORDINAL_POSITION"
-	rows, err := c.QueryContext(ctx, q)
-	if err != nil {
-		return nil, readErr(t, "read its columns", err)
-	}
-	var cols []column
-	err = scanAll(rows, func(r *sql.Rows) error {
-		var col column
-		var extra string
-		if err := r.Scan(&col.name, &col.colType, &col.dataType, &col.charset, &extra); err != nil {
-			return err
-		}
-		col.dataType = strings.ToLower(col.dataType)
-		col.generated = strings.Contains(strings.ToUpper(extra), "GENERATED")
-		cols = append(cols, col)
-		return nil
-	})
-	if err != nil {
-		return nil, readErr(t, "read its columns", err)
-	}
-	if len(cols) == 0 {
+// readColumns reads t's model (columns in ordinal order, indexes) with
+// sqlschema.ReadTable.
+func readColumns(ctx context.Context, c *sql.Conn, t tableRef) (*sqlschema.Table, error) {
+	tbl, err := sqlschema.ReadTable(ctx, c, t.schema, t.name)
+	if errors.Is(err, sqlschema.ErrTableNotFound) {
 		return nil, errs.New(CodeDumpRead, true, "dump: table %s has no columns in information_schema: was it dropped while the dump ran? "+
 			"DDL during the dump is not supported; resume to dump again", t)
 	}
-	return cols, nil
+	if err != nil {
+		return nil, readErr(t, "read its columns", err)
+	}
+	return tbl, nil
 }
 
 // readErr names the table and the step in an error reading it.
 func readErr(t tableRef, step string, err error) error {
-	if code := mysqlErrorNumber(err); code == erTableDefChanged {
+	if dbconn.ErrorNumber(err) == erTableDefChanged {
 		return errs.New(CodeDumpRead, true, "dump: %s was altered after the snapshot began (%w); DDL during the dump is not supported; "+
 			"resume to dump again from a fresh snapshot", t, err)
 	}
 	return errs.Wrap(err, CodeDumpRead, "dump: table %s: %s", t, step)
-}
-
-// describe is a short form of a column list for logs.
-func describe(key []keyColumn) string {
-	names := make([]string, len(key))
-	for i, k := range key {
-		names[i] = k.name
-	}
-	return fmt.Sprintf("(%s)", strings.Join(names, ", "))
 }

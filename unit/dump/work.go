@@ -34,7 +34,7 @@ func (rs *runState) plan(ctx context.Context, c *sql.Conn, t *tableState) error 
 	case serr != nil:
 		return serr
 	case split:
-	case len(info.key) == 0:
+	case info.key == nil:
 		how, err = "one chunk", push(nil)
 	default:
 		how, err = "keyset boundaries", boundaries(ctx, c, info, rs.d.rows, push)
