@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
@@ -97,7 +98,7 @@ func (e *env) dumpTables(t testing.TB, dir, task, dumpID string, rowsPerChunk in
 		if !schemas[tn.Schema] {
 			schemas[tn.Schema] = true
 			var n, create string
-			if err := conn.QueryRowContext(ctx, "SHOW CREATE DATABASE "+quoteName(tn.Schema)).Scan(&n, &create); err != nil {
+			if err := conn.QueryRowContext(ctx, "SHOW CREATE DATABASE "+sqlschema.QuoteName(tn.Schema)).Scan(&n, &create); err != nil {
 				t.Fatal(err)
 			}
 			m.Schemas = append(m.Schemas, dumpfile.Schema{Name: tn.Schema, CreateSQL: create})
@@ -133,7 +134,7 @@ func dumpTable(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int, 
 		if err := rows.Scan(&c.Name, &c.Type, &dataType, &key); err != nil {
 			t.Fatal(err)
 		}
-		expr := quoteName(c.Name)
+		expr := sqlschema.QuoteName(c.Name)
 		switch dataType {
 		case "float":
 			expr = "CAST(" + expr + " AS DOUBLE)"
@@ -153,7 +154,7 @@ func dumpTable(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int, 
 	if len(tb.KeyColumns) > 0 {
 		keys := make([]string, len(tb.KeyColumns))
 		for i, k := range tb.KeyColumns {
-			keys[i] = quoteName(k)
+			keys[i] = sqlschema.QuoteName(k)
 		}
 		q += " ORDER BY " + strings.Join(keys, ", ")
 	}
