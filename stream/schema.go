@@ -48,7 +48,7 @@ func (c *SchemaCache) Table(ctx context.Context, db, table string) (*sqlschema.T
 	}
 	s, err := sqlschema.ReadTable(ctx, c.db, db, table)
 	if err != nil {
-		return nil, fmt.Errorf("stream: source table: %w", err)
+		return nil, fmt.Errorf("stream: on the source: %w", err)
 	}
 	c.mu.Lock()
 	if c.gen == gen {
