@@ -6,8 +6,8 @@
 // Its parts:
 //   - Event and the Encoder (event.go, encode*.go): row changes and DDL as
 //     §4 change events, debezium or canal-json, every column type encoded
-//     as §4 says; the SchemaCache (schema.go) knows each table's columns
-//     and key from the source;
+//     as §4 says; the SchemaCache (schema.go) caches each table's
+//     sqlschema model (columns and row key) read from the source;
 //   - Sink (sink.go and sink_*.go): one small type per sink behind one
 //     interface — probe, write a batch and return once acknowledged, close;
 //   - Meta (meta.go): the local meta store (bbolt) of every deployed stream

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Formats of change events (StreamConfig format).
@@ -85,7 +87,7 @@ func (e *Encoder) Format() string { return e.format }
 // TimestampStringLocation UTC) or, for op "r", as database/sql scans it
 // (nil or the []byte text MariaDB prints, read over a utf8mb4 connection
 // with time_zone '+00:00'). The key comes from after (before for "d").
-func (e *Encoder) Row(s *TableSchema, op string, before, after []any, pos Position) (Event, error) {
+func (e *Encoder) Row(s *sqlschema.Table, op string, before, after []any, pos Position) (Event, error) {
 	switch op {
 	case "c", "r":
 		before = nil
@@ -120,7 +122,7 @@ func (e *Encoder) Row(s *TableSchema, op string, before, after []any, pos Positi
 // event under the new one (as Debezium does), so that consumers that
 // partition or compact by key see every key's history in order. The "d"
 // event's identity is the update's with the suffix ":d".
-func (e *Encoder) Update(s *TableSchema, before, after []any, pos Position) ([]Event, error) {
+func (e *Encoder) Update(s *sqlschema.Table, before, after []any, pos Position) ([]Event, error) {
 	if before == nil || after == nil {
 		return nil, fmt.Errorf("stream: %s: operation \"u\" without its row image", s)
 	}
@@ -143,9 +145,9 @@ func (e *Encoder) Update(s *TableSchema, before, after []any, pos Position) ([]E
 
 // keyJSON is the event key of a row image: its key columns as a JSON
 // object.
-func keyJSON(s *TableSchema, image []colValue) []byte {
+func keyJSON(s *sqlschema.Table, image []colValue) []byte {
 	key := startObject(nil)
-	for _, k := range s.Key {
+	for _, k := range s.RowKey {
 		key.key(s.Columns[k].Name)
 		key.buf = image[k].debezium(key.buf)
 	}
@@ -153,8 +155,8 @@ func keyJSON(s *TableSchema, image []colValue) []byte {
 }
 
 // event builds the event of an encoded row change.
-func (e *Encoder) event(s *TableSchema, op string, old, cur []colValue, key []byte, pos Position) Event {
-	ev := Event{ID: EventID(e.source, pos), DB: s.DB, Table: s.Table, Op: op, Key: key}
+func (e *Encoder) event(s *sqlschema.Table, op string, old, cur []colValue, key []byte, pos Position) Event {
+	ev := Event{ID: EventID(e.source, pos), DB: s.Schema, Table: s.Name, Op: op, Key: key}
 	if e.format == FormatCanalJSON {
 		ev.Value = e.canalRow(s, op, old, cur, pos)
 	} else {
@@ -197,7 +199,7 @@ func (e *Encoder) DDL(db, table, query string, pos Position) (Event, error) {
 }
 
 // encodeImage encodes a row image (nil stays nil).
-func encodeImage(s *TableSchema, row []any, snapshot bool) ([]colValue, error) {
+func encodeImage(s *sqlschema.Table, row []any, snapshot bool) ([]colValue, error) {
 	if row == nil {
 		return nil, nil
 	}
@@ -217,7 +219,7 @@ func encodeImage(s *TableSchema, row []any, snapshot bool) ([]colValue, error) {
 
 // debeziumRow is the payload of Debezium's MySQL connector without the
 // schema part: before, after, op, ts_ms, source.
-func (e *Encoder) debeziumRow(s *TableSchema, op string, before, after []colValue, pos Position) []byte {
+func (e *Encoder) debeziumRow(s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
 	o := startObject(make([]byte, 0, 256))
 	for _, img := range []struct {
 		name string
@@ -237,7 +239,7 @@ func (e *Encoder) debeziumRow(s *TableSchema, op string, before, after []colValu
 	}
 	o.str("op", op)
 	o.int("ts_ms", e.now().UnixMilli())
-	e.debeziumSource(&o, s.DB, s.Table, pos)
+	e.debeziumSource(&o, s.Schema, s.Name, pos)
 	return o.end()
 }
 
@@ -276,14 +278,14 @@ var canalTypes = map[string]string{"c": "INSERT", "r": "INSERT", "u": "UPDATE", 
 // canalRow is TiCDC's canal-json with content-compatible=true (the
 // official Canal's content): mysqlType holds the full column type and
 // "old" only the columns an UPDATE changed.
-func (e *Encoder) canalRow(s *TableSchema, op string, before, after []colValue, pos Position) []byte {
+func (e *Encoder) canalRow(s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
 	now := e.now().UnixMilli()
 	data := after
 	if op == "d" {
 		data = before
 	}
-	o := canalHead(s.DB, s.Table)
-	if s.KeyName == "" {
+	o := canalHead(s.Schema, s.Name)
+	if s.RowKeyIndex == "" {
 		o.raw("pkNames", "null")
 	} else {
 		o.key("pkNames")
@@ -328,7 +330,7 @@ func (e *Encoder) canalRow(s *TableSchema, op string, before, after []colValue, 
 
 // appendCanalRow appends the object of a row image's canal-json texts;
 // with changedFrom set, only the columns whose text differs from it.
-func appendCanalRow(b []byte, s *TableSchema, vals, changedFrom []colValue) []byte {
+func appendCanalRow(b []byte, s *sqlschema.Table, vals, changedFrom []colValue) []byte {
 	row := startObject(b)
 	for i := range s.Columns {
 		text, ok := vals[i].canal()
@@ -370,7 +372,7 @@ const (
 // jdbcType is a column's canal-json sqlType as TiCDC computes it: an
 // UNSIGNED integer whose value does not fit the signed Java type takes
 // the next wider one.
-func jdbcType(c *Column, v colValue) int {
+func jdbcType(c *sqlschema.Column, v colValue) int {
 	widen := func(base, wider int, max uint64) int {
 		if c.Unsigned && v.kind == valueIsNumber {
 			if n, err := strconv.ParseUint(v.text, 10, 64); err == nil && n > max {

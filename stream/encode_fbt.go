@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // fbtSizes are the byte sizes of MariaDB's fixed-size binary types, which
@@ -13,7 +15,7 @@ import (
 var fbtSizes = map[string]int{"inet4": 4, "inet6": 16, "uuid": 16}
 
 // encodeFBT writes INET4, INET6 and UUID as the text SELECT prints.
-func encodeFBT(c *Column, v any, snapshot bool) (colValue, error) {
+func encodeFBT(c *sqlschema.Column, v any, snapshot bool) (colValue, error) {
 	s, ok := valueText(v)
 	if !ok {
 		return colValue{}, unexpectedType(v)

@@ -20,6 +20,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/shopspring/decimal"
 
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 )
 
@@ -176,7 +177,7 @@ type encEnv struct {
 	root       *sql.DB
 	file       string // the binlog position after the table was created
 	pos        uint32
-	schema     *TableSchema
+	schema     *sqlschema.Table
 	deb, canal *Encoder
 }
 
@@ -209,7 +210,7 @@ func newEncEnv(ctx context.Context, t *testing.T, table, ddl string, skipOnError
 func (env *encEnv) snapshot(ctx context.Context, t *testing.T) map[int64]encChange {
 	t.Helper()
 	db, s, deb, canal := env.root, env.schema, env.deb, env.canal
-	table := TableName{DB: s.DB, Table: s.Table}
+	table := TableName{DB: s.Schema, Table: s.Name}
 	names, types, err := tableColumns(ctx, db, table)
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func (env *encEnv) snapshot(ctx context.Context, t *testing.T) map[int64]encChan
 	return out
 }
 
-func encRow(t *testing.T, e *Encoder, s *TableSchema, op string, before, after []any, pos Position) Event {
+func encRow(t *testing.T, e *Encoder, s *sqlschema.Table, op string, before, after []any, pos Position) Event {
 	t.Helper()
 	ev, err := e.Row(s, op, before, after, pos)
 	if err != nil {
@@ -291,7 +292,7 @@ func (env *encEnv) readBinlog(ctx context.Context, t *testing.T, want int) []enc
 		case *replication.MariadbGTIDEvent:
 			gtid = e.GTID.String()
 		case *replication.RowsEvent:
-			if string(e.Table.Schema) != s.DB || string(e.Table.Table) != s.Table {
+			if string(e.Table.Schema) != s.Schema || string(e.Table.Table) != s.Name {
 				continue
 			}
 			p := Position{File: file, Pos: ev.Header.LogPos - ev.Header.EventSize, GTID: gtid,
@@ -302,7 +303,7 @@ func (env *encEnv) readBinlog(ctx context.Context, t *testing.T, want int) []enc
 	return out
 }
 
-func encRowsEvent(t *testing.T, typ replication.EventType, e *replication.RowsEvent, p Position, s *TableSchema, deb, canal *Encoder) []encChange {
+func encRowsEvent(t *testing.T, typ replication.EventType, e *replication.RowsEvent, p Position, s *sqlschema.Table, deb, canal *Encoder) []encChange {
 	t.Helper()
 	var out []encChange
 	add := func(op string, before, after []any) {
@@ -449,7 +450,7 @@ func (env *encEnv) checkSelect(ctx context.Context, t *testing.T, rows map[int64
 }
 
 // encSameAsSelect compares one encoded value with SELECT's text of it.
-func encSameAsSelect(c *Column, raw json.RawMessage, text sql.NullString) error {
+func encSameAsSelect(c *sqlschema.Column, raw json.RawMessage, text sql.NullString) error {
 	if string(raw) == "null" || !text.Valid {
 		if string(raw) != "null" || text.Valid {
 			return fmt.Errorf("encoded %s, SELECT %q (valid %v)", encTruncate(raw), text.String, text.Valid)

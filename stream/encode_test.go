@@ -5,14 +5,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // testSchema is shop.orders (id INT PRIMARY KEY, name VARCHAR, qty BIGINT
 // UNSIGNED, tag ENUM('a','b')), or with a two-column key in reverse
 // column order.
-func encSchema(t *testing.T) *TableSchema {
+func encSchema(t *testing.T) *sqlschema.Table {
 	t.Helper()
-	cols := []Column{
+	cols := []sqlschema.Column{
 		encColumn(t, "int", "int(11)", ""),
 		encColumn(t, "varchar", "varchar(20)", "utf8mb4"),
 		encColumn(t, "bigint", "bigint(20) unsigned", ""),
@@ -21,7 +23,7 @@ func encSchema(t *testing.T) *TableSchema {
 	for i, name := range []string{"id", "name", "qty", "tag"} {
 		cols[i].Name = name
 	}
-	return &TableSchema{DB: "shop", Table: "orders", Columns: cols, Key: []int{0}, HasPK: true, KeyName: "PRIMARY"}
+	return &sqlschema.Table{Schema: "shop", Name: "orders", Columns: cols, RowKey: []int{0}, KeyReason: sqlschema.KeyPrimary, RowKeyIndex: "PRIMARY"}
 }
 
 func encEncoder(t *testing.T, format string) *Encoder {
@@ -91,7 +93,7 @@ func TestEncodeRowFormats(t *testing.T) {
 // table without a key has null pkNames in canal-json.
 func TestEncodeRowKey(t *testing.T) {
 	s := encSchema(t)
-	s.Key, s.HasPK, s.KeyName = []int{3, 1}, false, "uk"
+	s.RowKey, s.KeyReason, s.RowKeyIndex = []int{3, 1}, sqlschema.KeyUnique, "uk"
 	row := []any{int32(7), "pen", int64(5), int64(2)}
 	ev, err := encEncoder(t, "debezium").Row(s, "d", row, nil, encPos)
 	if err != nil {
@@ -100,7 +102,7 @@ func TestEncodeRowKey(t *testing.T) {
 	if want := `{"tag":"b","name":"pen"}`; string(ev.Key) != want {
 		t.Errorf("key = %s, want %s", ev.Key, want)
 	}
-	s.Key, s.KeyName = []int{0, 1, 2, 3}, ""
+	s.RowKey, s.KeyReason, s.RowKeyIndex = []int{0, 1, 2, 3}, sqlschema.KeyNone, ""
 	ev, err = encEncoder(t, "canal-json").Row(s, "c", nil, row, encPos)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // colValueKind says how a column value is written.
@@ -79,7 +81,7 @@ func (v colValue) canal() (string, bool) {
 // scans it ([]byte text, nil for NULL; snapshot reads), into its encoded form. snapshot
 // says text values are already UTF-8 (read over a utf8mb4 connection)
 // rather than in the column's charset as the binlog carries them.
-func encodeValue(c *Column, v any, snapshot bool) (colValue, error) {
+func encodeValue(c *sqlschema.Column, v any, snapshot bool) (colValue, error) {
 	switch x := v.(type) {
 	case nil:
 		return colValue{}, nil
@@ -143,7 +145,7 @@ func unexpectedType(v any) error {
 // encodeInt handles every integer type and YEAR. The binlog decoder gives
 // signed Go integers of the column's width; an UNSIGNED column's value is
 // their bit pattern read unsigned (MEDIUMINT's 24 bits).
-func encodeInt(c *Column, v any) (colValue, error) {
+func encodeInt(c *sqlschema.Column, v any) (colValue, error) {
 	var (
 		n        int64
 		u        uint64
@@ -216,7 +218,7 @@ func encodeBit(v any) (colValue, error) {
 
 // encodeDecimal writes DECIMAL as a string with exactly the column's
 // scale, as MariaDB prints it (but without ZEROFILL's leading zeros).
-func encodeDecimal(c *Column, v any) (colValue, error) {
+func encodeDecimal(c *sqlschema.Column, v any) (colValue, error) {
 	var d decimal.Decimal
 	switch x := v.(type) {
 	case decimal.Decimal:
@@ -292,7 +294,7 @@ func jsonFloat(f float64, bits int) string {
 // decoder drops a zero fraction of TIME; zero dates stay as they are).
 // TIMESTAMP values must be in UTC: the binlog decoder's
 // TimestampStringLocation, and time_zone '+00:00' for snapshot reads.
-func encodeTemporal(c *Column, v any) (colValue, error) {
+func encodeTemporal(c *sqlschema.Column, v any) (colValue, error) {
 	var s string
 	switch x := v.(type) {
 	case time.Time:
@@ -345,7 +347,7 @@ func valueInt(v any) (uint64, bool) {
 
 // encodeEnum writes an ENUM as its member (index 0, the invalid value, is
 // ""); canal-json gets the 1-based index.
-func encodeEnum(c *Column, v any) (colValue, error) {
+func encodeEnum(c *sqlschema.Column, v any) (colValue, error) {
 	if idx, ok := valueInt(v); ok {
 		name := ""
 		if idx > 0 {
@@ -372,7 +374,7 @@ func encodeEnum(c *Column, v any) (colValue, error) {
 
 // encodeSet writes a SET as its members joined by commas in column order;
 // canal-json gets the bitmask.
-func encodeSet(c *Column, v any) (colValue, error) {
+func encodeSet(c *sqlschema.Column, v any) (colValue, error) {
 	if mask, ok := valueInt(v); ok {
 		if len(c.Elems) < 64 && mask>>uint(len(c.Elems)) != 0 {
 			return colValue{}, fmt.Errorf("SET bitmask %#x beyond the %d members %q", mask, len(c.Elems), c.Elems)
@@ -406,7 +408,7 @@ func encodeSet(c *Column, v any) (colValue, error) {
 
 // encodeBytes keeps binary values as bytes; a BINARY(n) value, which the
 // binlog carries without its trailing 0x00 bytes, is padded back to n.
-func encodeBytes(c *Column, v any) (colValue, error) {
+func encodeBytes(c *sqlschema.Column, v any) (colValue, error) {
 	var b []byte
 	switch x := v.(type) {
 	case []byte:
@@ -423,7 +425,7 @@ func encodeBytes(c *Column, v any) (colValue, error) {
 }
 
 // encodeText writes text as UTF-8. Binlog text is in the column's charset.
-func encodeText(c *Column, v any, snapshot bool) (colValue, error) {
+func encodeText(c *sqlschema.Column, v any, snapshot bool) (colValue, error) {
 	s, ok := valueText(v)
 	if !ok {
 		return colValue{}, unexpectedType(v)

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // testColumn builds a column the way SchemaCache does.
-func encColumn(t *testing.T, dataType, columnType, charset string) Column {
+func encColumn(t *testing.T, dataType, columnType, charset string) sqlschema.Column {
 	t.Helper()
-	c, err := NewColumn("c", dataType, columnType, charset, true)
+	c, err := sqlschema.NewColumn("c", dataType, columnType, charset, true)
 	if err != nil {
 		t.Fatalf("NewColumn(%q): %v", columnType, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // batch is what the reader hands the writer: events to write in order and
@@ -401,7 +402,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 
 // encodeRow encodes row i of a rows event of kind: one event, or two for
 // an update that changes the key (Encoder.Update).
-func (r *reader) encodeRow(s *TableSchema, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) ([]Event, error) {
+func (r *reader) encodeRow(s *sqlschema.Table, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) ([]Event, error) {
 	switch kind {
 	case binlog.RowsUpdate:
 		return r.t.enc.Update(s, rows[i], rows[i+1], pos)

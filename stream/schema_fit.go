@@ -2,8 +2,11 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/go-mysql-org/go-mysql/replication"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // fitSchema returns the part of s that describes the rows of a rows event
@@ -19,7 +22,7 @@ import (
 //
 // The key is narrowed to the columns kept; when a key column is not among
 // them, every kept column is the key.
-func fitSchema(s *TableSchema, tm *replication.TableMapEvent) (*TableSchema, error) {
+func fitSchema(s *sqlschema.Table, tm *replication.TableMapEvent) (*sqlschema.Table, error) {
 	n := int(tm.ColumnCount)
 	if n == len(s.Columns) {
 		return s, nil
@@ -51,25 +54,31 @@ func fitSchema(s *TableSchema, tm *replication.TableMapEvent) (*TableSchema, err
 	return subSchema(s, pick), nil
 }
 
-// subSchema is s with only the columns at pick, in that order.
-func subSchema(s *TableSchema, pick []int) *TableSchema {
-	out := &TableSchema{DB: s.DB, Table: s.Table, HasPK: s.HasPK, KeyName: s.KeyName}
+// subSchema is s with only the columns at pick, in that order, and the
+// indexes all of whose columns are kept.
+func subSchema(s *sqlschema.Table, pick []int) *sqlschema.Table {
+	out := &sqlschema.Table{Schema: s.Schema, Name: s.Name, KeyReason: s.KeyReason, RowKeyIndex: s.RowKeyIndex}
 	at := make(map[int]int, len(pick))
 	for j, i := range pick {
 		out.Columns = append(out.Columns, s.Columns[i])
 		at[i] = j
 	}
-	for _, k := range s.Key {
+	for _, ix := range s.Indexes {
+		if slices.IndexFunc(ix.Columns, func(c string) bool { return out.ColumnIndex(c) < 0 }) < 0 {
+			out.Indexes = append(out.Indexes, ix)
+		}
+	}
+	for _, k := range s.RowKey {
 		j, ok := at[k]
 		if !ok {
-			out.Key, out.HasPK, out.KeyName = nil, false, ""
+			out.RowKey, out.KeyReason, out.RowKeyIndex = nil, sqlschema.KeyNone, ""
 			break
 		}
-		out.Key = append(out.Key, j)
+		out.RowKey = append(out.RowKey, j)
 	}
-	if out.Key == nil {
+	if out.RowKey == nil {
 		for j := range out.Columns {
-			out.Key = append(out.Key, j)
+			out.RowKey = append(out.RowKey, j)
 		}
 	}
 	return out

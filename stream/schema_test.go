@@ -13,6 +13,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 )
 
@@ -53,64 +54,6 @@ func encExec(t *testing.T, db *sql.DB, queries ...string) {
 	}
 }
 
-// TestSchemaParseElems checks ENUM / SET member lists with quotes, commas
-// and escapes, and malformed lists.
-func TestSchemaParseElems(t *testing.T) {
-	cases := []struct {
-		in   string
-		want []string
-	}{
-		{`'a','b','c'`, []string{"a", "b", "c"}},
-		{`'b''c','d,e',''`, []string{"b'c", "d,e", ""}},
-		{`'x\\y','it\'s'`, []string{`x\y`, "it's"}},
-		{`'日本','😀'`, []string{"日本", "😀"}},
-	}
-	for _, c := range cases {
-		got, err := parseElems(c.in)
-		if err != nil || !reflect.DeepEqual(got, c.want) {
-			t.Errorf("parseElems(%s) = %q, %v; want %q", c.in, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{`a,'b'`, `'a`, `'a''`, `'a' 'b'`} {
-		if got, err := parseElems(bad); err == nil {
-			t.Errorf("parseElems(%s) = %q, want an error", bad, got)
-		}
-	}
-}
-
-// TestSchemaNewColumn checks what NewColumn derives from COLUMN_TYPE.
-func TestSchemaNewColumn(t *testing.T) {
-	cases := []struct {
-		dataType, columnType string
-		want                 Column
-	}{
-		{"int", "int(10) unsigned", Column{Unsigned: true}},
-		{"decimal", "decimal(40,10)", Column{Scale: 10}},
-		{"decimal", "decimal(5,0) unsigned zerofill", Column{Scale: 0, Unsigned: true}},
-		{"datetime", "datetime(6)", Column{Scale: 6}},
-		{"time", "time", Column{Scale: 0}},
-		{"timestamp", "timestamp(3)", Column{Scale: 3}},
-		{"binary", "binary(4)", Column{Length: 4}},
-		{"binary", "binary", Column{Length: 1}},
-		{"enum", "enum('a','b''c')", Column{Elems: []string{"a", "b'c"}}},
-		{"set", "set('x','y,z')", Column{Elems: []string{"x", "y,z"}}},
-	}
-	for _, c := range cases {
-		got, err := NewColumn("c", strings.ToUpper(c.dataType), c.columnType, "", false)
-		if err != nil {
-			t.Fatalf("NewColumn(%s): %v", c.columnType, err)
-		}
-		want := c.want
-		want.Name, want.DataType, want.ColumnType = "c", c.dataType, c.columnType
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("NewColumn(%s) = %+v, want %+v", c.columnType, got, want)
-		}
-	}
-	if _, err := NewColumn("e", "enum", "enum('a)", "", false); err == nil || !strings.Contains(err.Error(), "column e") {
-		t.Errorf("NewColumn of a malformed enum: error = %v, want one naming column e", err)
-	}
-}
-
 // TestSchemaCache reads tables from a real MariaDB as the source user:
 // the key choice (PRIMARY KEY in key order, first UNIQUE key of NOT NULL
 // columns, all columns), members of ENUM / SET with quotes and commas, a
@@ -133,7 +76,7 @@ func TestSchemaCache(t *testing.T) {
 	cache := NewSchemaCache(encSourceDB(t, src, mariadbtest.SourceUser, mariadbtest.SourcePassword))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	table := func(db, name string) *TableSchema {
+	table := func(db, name string) *sqlschema.Table {
 		t.Helper()
 		s, err := cache.Table(ctx, db, name)
 		if err != nil {
@@ -154,19 +97,19 @@ func TestSchemaCache(t *testing.T) {
 	}
 	for _, k := range keys {
 		s := table("app", k.table)
-		if got := s.KeyColumns(); !reflect.DeepEqual(got, k.key) || s.HasPK != k.hasPK || s.KeyName != k.keyName {
-			t.Errorf("app.%s key %q HasPK %v KeyName %q; want %q %v %q", k.table, got, s.HasPK, s.KeyName, k.key, k.hasPK, k.keyName)
+		if got := s.KeyColumns(); !reflect.DeepEqual(got, k.key) || s.HasPK() != k.hasPK || s.RowKeyIndex != k.keyName {
+			t.Errorf("app.%s key %q HasPK %v KeyName %q; want %q %v %q", k.table, got, s.HasPK(), s.RowKeyIndex, k.key, k.hasPK, k.keyName)
 		}
 	}
 
 	types := table("app", "types")
-	want := []Column{
-		{Name: "e", DataType: "enum", ColumnType: `enum('a','b''c','d,e','x\\y')`, Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4"},
-		{Name: "s", DataType: "set", ColumnType: "set('x','y z','日本')", Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4"},
-		{Name: "dt", DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6},
-		{Name: "de", DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3},
-		{Name: "bn", DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4},
-		{Name: "lat", DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1"},
+	want := []sqlschema.Column{
+		{Name: "e", Ordinal: 1, DataType: "enum", ColumnType: `enum('a','b''c','d,e','x\\y')`, Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4"},
+		{Name: "s", Ordinal: 2, DataType: "set", ColumnType: "set('x','y z','日本')", Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4"},
+		{Name: "dt", Ordinal: 3, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6},
+		{Name: "de", Ordinal: 4, DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3},
+		{Name: "bn", Ordinal: 5, DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4},
+		{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1"},
 	}
 	if !reflect.DeepEqual(types.Columns, want) {
 		t.Errorf("app.types columns\n got %+v\nwant %+v", types.Columns, want)
@@ -210,7 +153,7 @@ func TestSchemaCache(t *testing.T) {
 					continue
 				}
 				s, err := cache.Table(ctx, "app", "pk")
-				if err != nil || len(s.Columns) != 4 || !s.HasPK {
+				if err != nil || len(s.Columns) != 4 || !s.HasPK() {
 					t.Errorf("concurrent Table(app.pk) = %+v, %v", s, err)
 					return
 				}

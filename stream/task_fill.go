@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // fillHistory runs the fill-history snapshot of the selected tables from
@@ -52,7 +53,7 @@ func (t *Task) fillHistory(ctx context.Context, cp Checkpoint) (Checkpoint, erro
 	if err != nil {
 		return cp, errs.Wrap(err, CodeFillHistory, "stream %q", t.name)
 	}
-	f := &filler{t: t, cp: cp, tables: len(tables), run: time.Now().UnixNano(), schemas: map[TableName]*TableSchema{}}
+	f := &filler{t: t, cp: cp, tables: len(tables), run: time.Now().UnixNano(), schemas: map[TableName]*sqlschema.Table{}}
 	f.cp.Snapshot = maps.Clone(cp.Snapshot)
 	if f.cp.Snapshot == nil {
 		f.cp.Snapshot = map[string]TableProgress{}
@@ -64,7 +65,7 @@ func (t *Task) fillHistory(ctx context.Context, cp Checkpoint) (Checkpoint, erro
 			return cp, errs.Wrap(err, CodeSchema, "stream %q: fill-history", t.name)
 		}
 		f.schemas[tn] = s
-		if s.KeyName != "" {
+		if s.RowKeyIndex != "" {
 			keys[tn] = s.KeyColumns()
 			continue
 		}
@@ -114,7 +115,7 @@ type filler struct {
 	cp      Checkpoint
 	tables  int
 	run     int64 // this run's start, for identities of rows without a key
-	schemas map[TableName]*TableSchema
+	schemas map[TableName]*sqlschema.Table
 	row     int       // running index of the rows read in this run
 	current TableName // the table of the last chunk
 	unkeyed int64     // rows of the current table so far
@@ -155,7 +156,7 @@ func (f *filler) write(ctx context.Context, rows []SnapshotRow) error {
 		f.current, f.unkeyed = tn, 0
 	}
 	s := f.schemas[tn]
-	keyed := s.KeyName != ""
+	keyed := s.RowKeyIndex != ""
 	ts := time.Now().UnixMilli()
 	events := make([]Event, 0, min(len(rows), maxBatch))
 	for _, row := range rows {

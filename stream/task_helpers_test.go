@@ -19,6 +19,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/relay"
 	"github.com/dmworker/dm-worker/tests/cdctest"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
@@ -345,22 +346,13 @@ func (e *taskEnv) sameTables(t *testing.T, tables ...string) {
 // list) differ in copy.table, with both lists clipped.
 func (e *taskEnv) columnDiff(t *testing.T, table string) string {
 	t.Helper()
-	rows, err := e.root.Query("SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = ?", table)
+	model, err := sqlschema.ReadTable(t.Context(), e.root, "app", table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cols []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
-	_ = rows.Close()
 	var out []string
-	for _, c := range cols {
-		col := "`" + c + "`"
+	for _, c := range model.Columns {
+		col := sqlschema.QuoteName(c.Name)
 		q := "SELECT IFNULL(GROUP_CONCAT(IFNULL(CONCAT(HEX(" + col + "), '/', " + col + ", '/', IFNULL(" + col + " + 0e0, '')), 'NULL') ORDER BY 1 SEPARATOR ' '), '') FROM `%s`.`" + table + "`"
 		var a, b string
 		if err := e.root.QueryRow(fmt.Sprintf(q, "app")).Scan(&a); err != nil {
@@ -370,7 +362,7 @@ func (e *taskEnv) columnDiff(t *testing.T, table string) string {
 			t.Fatal(err)
 		}
 		if a != b {
-			out = append(out, fmt.Sprintf("%s: source %.200s, events %.200s", c, a, b))
+			out = append(out, fmt.Sprintf("%s: source %.200s, events %.200s", c.Name, a, b))
 		}
 	}
 	return strings.Join(out, "; ")

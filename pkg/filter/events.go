@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Event types a filter rule names (DM's binlog event filter, lower case).
@@ -100,9 +101,9 @@ type RuleError struct {
 }
 
 func (e *RuleError) Error() string {
-	at := QuoteName(e.schema)
+	at := sqlschema.QuoteName(e.schema)
 	if e.table != "" {
-		at += "." + QuoteName(e.table)
+		at += "." + sqlschema.QuoteName(e.table)
 	}
 	return fmt.Sprintf("filter rule %s (action Error) matched event %q on %s", e.rule, e.event, at)
 }

@@ -1,9 +1,8 @@
 package filter
 
 import (
-	"strings"
-
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // TableName is a schema-qualified table name.
@@ -13,10 +12,11 @@ type TableName struct {
 }
 
 // String is the quoted form `schema`.`table`.
-func (t TableName) String() string { return QuoteName(t.Schema) + "." + QuoteName(t.Table) }
+func (t TableName) String() string { return sqlschema.QuoteTable(t.Schema, t.Table) }
 
-// QuoteName quotes an identifier with backticks.
-func QuoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+// QuoteName is sqlschema.QuoteName, kept until unit/syncer moves over
+// (unit/validate still calls it); new code calls sqlschema.QuoteName.
+func QuoteName(s string) string { return sqlschema.QuoteName(s) }
 
 // Router maps source tables to target tables. Table-level rules (with a
 // table pattern) win over schema-level ones; the first matching rule of a

@@ -12,12 +12,8 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
-
-// systemSchemas are never replicated, whatever the block-allow list says.
-var systemSchemas = map[string]bool{
-	"mysql": true, "information_schema": true, "performance_schema": true, "sys": true,
-}
 
 // Tables applies a block-allow list (DM semantics): do-dbs and the schemas
 // of do-tables allow schemas, ignore-dbs removes them; within a schema named
@@ -83,7 +79,7 @@ func (f *Tables) matchAny(patterns []string, name string) bool {
 
 // SchemaAllowed reports whether anything in schema may be replicated.
 func (f *Tables) SchemaAllowed(schema string) bool {
-	if systemSchemas[strings.ToLower(schema)] {
+	if sqlschema.IsSystemSchema(schema) { // never replicated, whatever the list says
 		return false
 	}
 	if len(f.list.DoDBs) > 0 || len(f.list.DoTables) > 0 {

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Key is one foreign key: Child's columns Cols reference Parent's RefCols.
@@ -51,20 +52,17 @@ func (k Key) Actions() string { return "ON DELETE " + k.OnDelete + " ON UPDATE "
 // String names the key for messages: "`t2_ibfk_1` (`id`) REFERENCES
 // `fk`.`t1` (`id`) ON DELETE CASCADE ON UPDATE CASCADE".
 func (k Key) String() string {
-	return fmt.Sprintf("%s (%s) REFERENCES %s (%s) %s", filter.QuoteName(k.Name), quoteList(k.Cols),
+	return fmt.Sprintf("%s (%s) REFERENCES %s (%s) %s", sqlschema.QuoteName(k.Name), quoteList(k.Cols),
 		k.Parent, quoteList(k.RefCols), k.Actions())
 }
 
 func quoteList(cols []string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {
-		q[i] = filter.QuoteName(c)
+		q[i] = sqlschema.QuoteName(c)
 	}
 	return strings.Join(q, ", ")
 }
-
-// systemSchemas are never read.
-const systemSchemas = "('mysql','information_schema','performance_schema','sys')"
 
 // Read returns the foreign keys whose child table is in one of schemas
 // (every schema but the system ones when schemas is empty), sorted by
@@ -73,7 +71,7 @@ const systemSchemas = "('mysql','information_schema','performance_schema','sys')
 // REFERENTIAL_CONSTRAINTS, which MariaDB shows only to a user with more
 // than SELECT on the table, else from the child's SHOW CREATE TABLE.
 func Read(ctx context.Context, db *sql.DB, schemas []string) ([]Key, error) {
-	cond := "k.TABLE_SCHEMA NOT IN " + systemSchemas
+	cond := "k.TABLE_SCHEMA NOT IN " + sqlschema.SystemSchemaList()
 	args := make([]any, 0, len(schemas))
 	if len(schemas) > 0 {
 		cond = "k.TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
@@ -145,7 +143,7 @@ var actionRE = regexp.MustCompile(`ON (DELETE|UPDATE) (CASCADE|SET NULL|SET DEFA
 // text; an action the text leaves out is RESTRICT, the default.
 func actionsIn(def, name string) (onDelete, onUpdate string) {
 	onDelete, onUpdate = "RESTRICT", "RESTRICT"
-	prefix := "CONSTRAINT " + filter.QuoteName(name) + " FOREIGN KEY"
+	prefix := "CONSTRAINT " + sqlschema.QuoteName(name) + " FOREIGN KEY"
 	for _, line := range strings.Split(def, "\n") {
 		if !strings.Contains(line, prefix) {
 			continue

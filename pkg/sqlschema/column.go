@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Column is one column of a table as information_schema.COLUMNS describes
+// Column is one column of a table as information_schema's COLUMNS describes
 // it. Build one with NewColumn, which derives Unsigned, Elems, Scale and
 // Length from ColumnType.
 type Column struct {

@@ -18,6 +18,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Event is one {"key":…,"value":…} record of a sink, as read back.
@@ -148,7 +150,7 @@ func NewApplier(ctx context.Context, src *sql.DB, cp *sql.DB, copyDB string, tab
 		// Zero dates and invalid ENUM values as the source may hold them;
 		// TIMESTAMP values in events are UTC.
 		"SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'",
-		"DROP DATABASE IF EXISTS `" + copyDB + "`", "CREATE DATABASE `" + copyDB + "`", "USE `" + copyDB + "`",
+		"DROP DATABASE IF EXISTS " + sqlschema.QuoteName(copyDB), "CREATE DATABASE " + sqlschema.QuoteName(copyDB), "USE " + sqlschema.QuoteName(copyDB),
 	}
 	for _, q := range setup {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
@@ -158,26 +160,19 @@ func NewApplier(ctx context.Context, src *sql.DB, cp *sql.DB, copyDB string, tab
 	for _, name := range tables {
 		db, table, _ := strings.Cut(name, ".")
 		var n, ddl string
-		if err := src.QueryRowContext(ctx, "SHOW CREATE TABLE `"+db+"`.`"+table+"`").Scan(&n, &ddl); err != nil {
+		if err := src.QueryRowContext(ctx, "SHOW CREATE TABLE "+sqlschema.QuoteTable(db, table)).Scan(&n, &ddl); err != nil {
 			return nil, errors.Join(fmt.Errorf("SHOW CREATE TABLE %s on the source: %w", name, err), conn.Close())
 		}
 		if _, err := conn.ExecContext(ctx, ddl); err != nil {
 			return nil, errors.Join(fmt.Errorf("create the copy of %s: %w", name, err), conn.Close())
 		}
 		ct := &Table{DB: db, Name: table, cols: map[string]column{}}
-		rows, err := src.QueryContext(ctx, "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", db, table)
+		model, err := sqlschema.ReadTable(ctx, src, db, table)
 		if err != nil {
 			return nil, errors.Join(err, conn.Close())
 		}
-		for rows.Next() {
-			var col, typ string
-			if err := rows.Scan(&col, &typ); err != nil {
-				return nil, errors.Join(err, rows.Close(), conn.Close())
-			}
-			ct.cols[col] = column{dataType: strings.ToLower(typ)}
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return nil, errors.Join(err, conn.Close())
+		for _, col := range model.Columns {
+			ct.cols[col.Name] = column{dataType: col.DataType}
 		}
 		a.tables[name] = ct
 	}
@@ -202,7 +197,7 @@ func (ct *Table) SelectNonFloat(db, orderBy string) string {
 	cols := make([]string, 0, len(ct.cols))
 	for c, col := range ct.cols {
 		if col.dataType != "float" {
-			cols = append(cols, "`"+c+"`")
+			cols = append(cols, sqlschema.QuoteName(c))
 		}
 	}
 	slices.Sort(cols)
@@ -220,9 +215,9 @@ func (ct *Table) SelectAll(db, orderBy string) string {
 	slices.Sort(cols)
 	for i, c := range cols {
 		if ct.cols[c].dataType == "float" {
-			cols[i] = "CAST(`" + c + "` AS DOUBLE) AS `" + c + "`"
+			cols[i] = "CAST(" + sqlschema.QuoteName(c) + " AS DOUBLE) AS " + sqlschema.QuoteName(c)
 		} else {
-			cols[i] = "`" + c + "`"
+			cols[i] = sqlschema.QuoteName(c)
 		}
 	}
 	return "SELECT " + strings.Join(cols, ", ") + " FROM `" + db + "`.`" + ct.Name + "` ORDER BY " + orderBy
@@ -316,7 +311,7 @@ func (a *Applier) applyOne(ctx context.Context, tx *sql.Tx, ct *Table, ev Event)
 				// An integer into BIT is its bits; a string would be bytes.
 				marks[i] = "CAST(? AS UNSIGNED)"
 			}
-			cols[i] = "`" + c + "`"
+			cols[i] = sqlschema.QuoteName(c)
 		}
 		q := "REPLACE INTO `" + ct.Name + "` (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(marks, ", ") + ")"
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
@@ -358,7 +353,7 @@ func (a *Applier) deleteByKey(ctx context.Context, tx *sql.Tx, ct *Table, key, i
 		if err != nil {
 			return fmt.Errorf("key column %s: %w", k, err)
 		}
-		conds[i], args[i] = "`"+k+"` = ?", arg
+		conds[i], args[i] = sqlschema.QuoteName(k)+" = ?", arg
 	}
 	q := "DELETE FROM `" + ct.Name + "` WHERE " + strings.Join(conds, " AND ")
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/fkeys"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // checkForeignKeys warns about every cascading foreign key of the source
@@ -53,7 +54,7 @@ func (c *run) checkForeignKeys(ctx context.Context, s *server, srcKeys []fkeys.K
 	for _, p := range problems {
 		l.warn("foreign_keys", p.TargetChild.String(),
 			fmt.Sprintf("give target table %s the same foreign key (ALTER TABLE %s ADD CONSTRAINT %s FOREIGN KEY ... %s), "+
-				"or replicate both tables of the key", p.TargetChild, p.TargetChild, filter.QuoteName(p.Key.Name), p.Key.Actions()),
+				"or replicate both tables of the key", p.TargetChild, p.TargetChild, sqlschema.QuoteName(p.Key.Name), p.Key.Actions()),
 			"%s", p.Message())
 	}
 	if len(problems) == 0 {

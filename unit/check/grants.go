@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // grant is one privilege line of SHOW GRANTS: privileges on a level.
@@ -49,7 +51,7 @@ func readGrants(ctx context.Context, db *sql.DB, mariadb bool) (*grants, error) 
 			query = "SHOW GRANTS FOR CURRENT_USER() USING " + role.String
 		}
 	}
-	lines, err := queryStrings(ctx, db, query)
+	lines, err := sqlschema.QueryStrings(ctx, db, query)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", query, err)
 	}
@@ -226,21 +228,3 @@ func quoteAccount(s string) string {
 }
 
 func quoteString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// queryStrings returns the first column of every row of query.
-func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // listMax is how many names a message lists before it says how many more.
@@ -28,67 +29,64 @@ type column struct {
 	name, typ string
 }
 
-// systemSchemaList keeps the information_schema queries off the system
-// schemas, which are never selected.
-const systemSchemaList = "('mysql','information_schema','performance_schema','sys')"
-
 // readTables returns the selected base tables of the source with their
 // columns and whether they have a key, sorted by name.
 func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
 	byName := map[[2]string]*table{}
 	var out []*table
-	err := scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "+systemSchemaList,
-		func(v []string) {
-			if c.tables.TableAllowed(v[0], v[1]) {
-				t := &table{schema: v[0], name: v[1]}
-				byName[[2]string{v[0], v[1]}] = t
-				out = append(out, t)
+	var schemas []string
+	err := sqlschema.ScanAll(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "+
+		"WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "+sqlschema.SystemSchemaList(), nil,
+		func(rows *sql.Rows) error {
+			var schema, name string
+			if err := rows.Scan(&schema, &name); err != nil {
+				return err
 			}
+			if c.tables.TableAllowed(schema, name) {
+				t := &table{schema: schema, name: name}
+				byName[[2]string{schema, name}] = t
+				out = append(out, t)
+				if !slices.Contains(schemas, schema) {
+					schemas = append(schemas, schema)
+				}
+			}
+			return nil
 		})
 	if err != nil || len(out) == 0 {
 		return out, err
 	}
-	var schemas []any
-	seen := map[string]bool{}
-	for _, t := range out {
-		if !seen[t.schema] {
-			seen[t.schema] = true
-			schemas = append(schemas, t.schema)
-		}
-	}
-	in := "TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
-	err = readColumns(ctx, db, in, schemas, func(schema, name string, col column) {
-		if t := byName[[2]string{schema, name}]; t != nil {
-			t.columns = append(t.columns, col)
+	err = readColumns(ctx, db, schemas, func(m *sqlschema.Table, cols []column) {
+		if t := byName[[2]string{m.Schema, m.Name}]; t != nil {
+			// A key: the primary key or a unique key none of whose
+			// columns may be NULL.
+			t.columns, t.keyed = cols, m.Keyed()
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
-	// A unique index is a key when none of its columns may be NULL.
-	err = scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, MAX(NULLABLE = 'YES') FROM information_schema.STATISTICS "+
-		"WHERE NON_UNIQUE = 0 AND "+in+" GROUP BY TABLE_SCHEMA, TABLE_NAME, INDEX_NAME",
-		func(v []string) {
-			if t := byName[[2]string{v[0], v[1]}]; t != nil && v[3] == "0" {
-				t.keyed = true
-			}
-		}, schemas...)
 	slices.SortFunc(out, func(a, b *table) int { return strings.Compare(a.String(), b.String()) })
-	return out, err
+	return out, nil
 }
 
-// readColumns reads the stored columns of the tables where cond holds
-// (ordered), skipping generated ones.
-func readColumns(ctx context.Context, db *sql.DB, cond string, args []any, fn func(schema, name string, col column)) error {
-	return scanRows(ctx, db, "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS WHERE "+
-		cond+" ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION",
-		func(v []string) {
-			extra := strings.ToUpper(v[4])
-			if strings.Contains(extra, "VIRTUAL") || strings.Contains(extra, "STORED") || strings.Contains(extra, "PERSISTENT") {
-				return
+// readColumns reads the model of every table and view of schemas and calls
+// fn with each and its stored columns in order (generated ones left out,
+// types normalised).
+func readColumns(ctx context.Context, db *sql.DB, schemas []string, fn func(m *sqlschema.Table, cols []column)) error {
+	models, err := sqlschema.ReadSchemas(ctx, db, schemas...)
+	if err != nil {
+		return err
+	}
+	for _, m := range models {
+		cols := make([]column, 0, len(m.Columns))
+		for _, col := range m.Columns {
+			if !col.Generated {
+				cols = append(cols, column{name: col.Name, typ: normalizeType(col.ColumnType)})
 			}
-			fn(v[0], v[1], column{name: v[2], typ: normalizeType(v[3])})
-		}, args...)
+		}
+		fn(m, cols)
+	}
+	return nil
 }
 
 // displayWidth is the display width of integer types, which MySQL 8 no
@@ -97,36 +95,6 @@ var displayWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|integer|
 
 func normalizeType(t string) string {
 	return displayWidth.ReplaceAllString(strings.ToLower(strings.TrimSpace(t)), "$1")
-}
-
-// scanRows runs query and calls fn with each row's columns as strings
-// (NULL as "").
-func scanRows(ctx context.Context, db *sql.DB, query string, fn func(v []string), args ...any) error {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return err
-	}
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	out := make([]string, len(cols))
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return err
-		}
-		for i, v := range vals {
-			out[i] = v.String
-		}
-		fn(out)
-	}
-	return rows.Err()
 }
 
 // checkSelected checks the selected tables: that there are some, SELECT on
@@ -180,7 +148,7 @@ func (c *run) checkSelect(s *server, tables []*table, g *grants, l *items) {
 		missing = append(missing, t.String())
 		if !seen[t.schema] {
 			seen[t.schema] = true
-			fixes = append(fixes, fmt.Sprintf("GRANT SELECT ON %s.* TO %s", filter.QuoteName(t.schema), g.user))
+			fixes = append(fixes, fmt.Sprintf("GRANT SELECT ON %s.* TO %s", sqlschema.QuoteName(t.schema), g.user))
 		}
 	}
 	if len(missing) == 0 {

@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // maxNameLen is the longest identifier MySQL and MariaDB accept.
@@ -38,7 +40,7 @@ func (c *run) checkWritable(ctx context.Context, s *server, l *items) {
 	}
 	tbl := filter.TableName{Schema: schema, Table: scratchName(c.cfg.Name, c.cfg.SourceID)}
 	steps := []struct{ what, sql string }{
-		{"create the meta schema " + filter.QuoteName(schema), "CREATE DATABASE IF NOT EXISTS " + filter.QuoteName(schema)},
+		{"create the meta schema " + sqlschema.QuoteName(schema), "CREATE DATABASE IF NOT EXISTS " + sqlschema.QuoteName(schema)},
 		{"create table " + tbl.String(), "CREATE TABLE " + tbl.String() + " (id INT PRIMARY KEY, task VARCHAR(255) NOT NULL)"},
 		{"insert into " + tbl.String(), "INSERT INTO " + tbl.String() + " VALUES (1, " + quoteString(c.cfg.Name) + ")"},
 	}
@@ -62,7 +64,7 @@ func (c *run) checkWritable(ctx context.Context, s *server, l *items) {
 	}
 	if !failed {
 		l.pass("target_writable", s.what, "task %s can create tables and write rows in meta schema %s on %s",
-			c.cfg.Name, filter.QuoteName(schema), s.what)
+			c.cfg.Name, sqlschema.QuoteName(schema), s.what)
 	}
 }
 
@@ -79,7 +81,7 @@ func (c *run) writeFailure(ctx context.Context, s *server, schema, what string, 
 	}
 	l.failErr(err, "target_writable", s.what,
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX ON %s.* TO %s, and the same on the schemas the task writes to",
-			filter.QuoteName(schema), account),
+			sqlschema.QuoteName(schema), account),
 		"task %s cannot %s on %s: %v", c.cfg.Name, what, s.what, err)
 }
 
@@ -131,11 +133,9 @@ func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table,
 func readTargetTables(ctx context.Context, s *server, routed map[*table]filter.TableName) (
 	map[filter.TableName][]column, func(filter.TableName) filter.TableName, error,
 ) {
-	var schemas []any
-	seen := map[string]bool{}
+	var schemas []string
 	for _, r := range routed {
-		if !seen[r.Schema] {
-			seen[r.Schema] = true
+		if !slices.Contains(schemas, r.Schema) {
 			schemas = append(schemas, r.Schema)
 		}
 	}
@@ -157,11 +157,12 @@ func readTargetTables(ctx context.Context, s *server, routed map[*table]filter.T
 	if len(schemas) == 0 {
 		return existing, key, nil
 	}
-	cond := "TABLE_SCHEMA IN (?" + strings.Repeat(",?", len(schemas)-1) + ")"
 	_, err = query(ctx, func(ctx context.Context) (any, error) {
-		return nil, readColumns(ctx, s.db, cond, schemas, func(schema, name string, col column) {
-			k := key(filter.TableName{Schema: schema, Table: name})
-			existing[k] = append(existing[k], col)
+		return nil, readColumns(ctx, s.db, schemas, func(m *sqlschema.Table, cols []column) {
+			if len(cols) > 0 {
+				k := key(filter.TableName{Schema: m.Schema, Table: m.Name})
+				existing[k] = append(existing[k], cols...)
+			}
 		})
 	})
 	return existing, key, err
@@ -190,15 +191,15 @@ func compareColumns(src, dst []column) string {
 	for i := 0; i < max(len(src), len(dst)); i++ {
 		switch {
 		case i >= len(src):
-			d = append(d, fmt.Sprintf("the target has an extra column %d %s %s", i+1, filter.QuoteName(dst[i].name), dst[i].typ))
+			d = append(d, fmt.Sprintf("the target has an extra column %d %s %s", i+1, sqlschema.QuoteName(dst[i].name), dst[i].typ))
 		case i >= len(dst):
-			d = append(d, fmt.Sprintf("the target lacks column %d %s %s", i+1, filter.QuoteName(src[i].name), src[i].typ))
+			d = append(d, fmt.Sprintf("the target lacks column %d %s %s", i+1, sqlschema.QuoteName(src[i].name), src[i].typ))
 		case !strings.EqualFold(src[i].name, dst[i].name):
 			d = append(d, fmt.Sprintf("column %d is %s %s on the source but %s %s on the target",
-				i+1, filter.QuoteName(src[i].name), src[i].typ, filter.QuoteName(dst[i].name), dst[i].typ))
+				i+1, sqlschema.QuoteName(src[i].name), src[i].typ, sqlschema.QuoteName(dst[i].name), dst[i].typ))
 		case src[i].typ != dst[i].typ:
 			d = append(d, fmt.Sprintf("column %d %s is %s on the source but %s on the target",
-				i+1, filter.QuoteName(src[i].name), src[i].typ, dst[i].typ))
+				i+1, sqlschema.QuoteName(src[i].name), src[i].typ, dst[i].typ))
 		}
 	}
 	return capJoin(d, 5, "; ")

@@ -114,7 +114,7 @@ type Table struct {
 // Column is one dumped column.
 type Column struct {
 	Name string `json:"name"`
-	// Type is information_schema.COLUMNS.COLUMN_TYPE ("int(10) unsigned").
+	// Type is COLUMN_TYPE as information_schema reports it ("int(10) unsigned").
 	Type string `json:"type"`
 	// Load is LoadRaw or LoadBit.
 	Load string `json:"load,omitempty"`

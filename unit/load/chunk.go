@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
@@ -74,29 +75,13 @@ send:
 const duplicateAdvice = "keys of the chunk are already in the target table (rows there before the load, " +
 	"or merged source tables whose keys overlap); remove those rows or route the tables apart, then resume"
 
-// lockRetries is how often a chunk whose transaction hit a deadlock or a
-// lock wait timeout is tried again before the run fails (resumably).
-const lockRetries = 3
-
-// loadChunkRetrying is loadChunk, tried again after a deadlock or lock wait
-// timeout: parallel loads into one table may deadlock on index gaps.
+// loadChunkRetrying is loadChunk, run again after a deadlock or lock wait
+// timeout (dbconn's one lock-conflict policy): parallel loads into one
+// table may deadlock on index gaps.
 func (l *Loader) loadChunkRetrying(ctx context.Context, r *runState, j *job) error {
-	for attempt := 1; ; attempt++ {
-		err := l.loadChunk(ctx, r, j)
-		if code := mysqlErrorCode(err); attempt > lockRetries || (code != 1213 && code != 1205) || ctx.Err() != nil {
-			return err
-		}
+	return dbconn.RetryLockConflict(ctx, func() error { return l.loadChunk(ctx, r, j) }, func(attempt int, err error) {
 		l.logger.Info("chunk hit a lock conflict; trying it again", zap.String("chunk", j.chunk.File), zap.Int("attempt", attempt), zap.Error(err))
-	}
-}
-
-// mysqlErrorCode returns the server error number in err's chain, 0 if none.
-func mysqlErrorCode(err error) uint16 {
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		return me.Number
-	}
-	return 0
+	})
 }
 
 // loadChunk loads one chunk file in one target transaction together with
@@ -126,7 +111,7 @@ func (l *Loader) loadChunk(ctx context.Context, r *runState, j *job) (err error)
 	}()
 	var loaded, read int64
 	if !j.plan.skipRows {
-		if loaded, read, err = l.loadRows(ctx, tx, f, j); mysqlErrorCode(err) == 1062 { // ER_DUP_ENTRY
+		if loaded, read, err = l.loadRows(ctx, tx, f, j); dbconn.ErrorNumber(err) == 1062 { // ER_DUP_ENTRY
 			return errs.New(CodeLoadChunk, false, "load: chunk %s of table %s into %s: %w: %s", path, src, dst, err, duplicateAdvice)
 		}
 		if err != nil {

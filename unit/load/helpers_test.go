@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
@@ -97,7 +98,7 @@ func (e *env) dumpTables(t testing.TB, dir, task, dumpID string, rowsPerChunk in
 		if !schemas[tn.Schema] {
 			schemas[tn.Schema] = true
 			var n, create string
-			if err := conn.QueryRowContext(ctx, "SHOW CREATE DATABASE "+quoteName(tn.Schema)).Scan(&n, &create); err != nil {
+			if err := conn.QueryRowContext(ctx, "SHOW CREATE DATABASE "+sqlschema.QuoteName(tn.Schema)).Scan(&n, &create); err != nil {
 				t.Fatal(err)
 			}
 			m.Schemas = append(m.Schemas, dumpfile.Schema{Name: tn.Schema, CreateSQL: create})
@@ -121,39 +122,40 @@ func dumpTable(t testing.TB, conn *sql.Conn, dir string, idx, rowsPerChunk int, 
 	if err := conn.QueryRowContext(ctx, "SHOW CREATE TABLE "+tn.String()).Scan(&n, &tb.CreateSQL); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, COLUMN_KEY FROM information_schema.COLUMNS"+
-		" WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION", tn.Schema, tn.Table)
+	model, err := sqlschema.ReadTable(ctx, conn, tn.Schema, tn.Table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sel []string
-	for rows.Next() {
-		var c dumpfile.Column
-		var dataType, key string
-		if err := rows.Scan(&c.Name, &c.Type, &dataType, &key); err != nil {
-			t.Fatal(err)
+	inKey := map[int]bool{}
+	if model.Keyed() { // what information_schema marks PRI
+		for _, k := range model.RowKey {
+			inKey[k] = true
 		}
-		expr := quoteName(c.Name)
-		switch dataType {
+	}
+	var sel []string
+	for i, col := range model.Columns {
+		if col.Generated {
+			continue
+		}
+		c := dumpfile.Column{Name: col.Name, Type: col.ColumnType}
+		expr := sqlschema.QuoteName(c.Name)
+		switch col.DataType {
 		case "float":
 			expr = "CAST(" + expr + " AS DOUBLE)"
 		case "bit":
 			expr, c.Load = "CAST("+expr+" AS UNSIGNED)", dumpfile.LoadBit
 		}
-		if key == "PRI" {
+		if inKey[i] {
 			tb.KeyColumns = append(tb.KeyColumns, c.Name)
 		}
 		tb.Columns = append(tb.Columns, c)
 		sel = append(sel, expr)
 	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
 	q := "SELECT " + strings.Join(sel, ", ") + " FROM " + tn.String()
 	if len(tb.KeyColumns) > 0 {
 		keys := make([]string, len(tb.KeyColumns))
 		for i, k := range tb.KeyColumns {
-			keys[i] = quoteName(k)
+			keys[i] = sqlschema.QuoteName(k)
 		}
 		q += " ORDER BY " + strings.Join(keys, ", ")
 	}

@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
@@ -19,7 +19,7 @@ type metaStore struct {
 	task, source string
 }
 
-func (s *metaStore) table(name string) string { return quoteName(s.schema) + "." + quoteName(name) }
+func (s *metaStore) table(name string) string { return sqlschema.QuoteTable(s.schema, name) }
 
 // prepare creates the meta schema and the load tables (and, for task mode
 // all, the sync unit's tables the hand-off writes) when missing.
@@ -30,7 +30,7 @@ func (s *metaStore) prepare(ctx context.Context, db *sql.DB, withSync bool) erro
 	}
 	for _, q := range stmts {
 		if _, err := db.ExecContext(ctx, q); err != nil {
-			return errs.Wrap(err, CodeLoadCheckpoint, "load: create the load tables in meta schema %s of the target", quoteName(s.schema))
+			return errs.Wrap(err, CodeLoadCheckpoint, "load: create the load tables in meta schema %s of the target", sqlschema.QuoteName(s.schema))
 		}
 	}
 	return nil
@@ -105,7 +105,7 @@ func (s *metaStore) read(ctx context.Context, db *sql.DB) (*loadState, error) {
 
 func (s *metaStore) readErr(err error) error {
 	return errs.Wrap(err, CodeLoadCheckpoint, "load: read the load records of task %q source %q in meta schema %s",
-		s.task, s.source, quoteName(s.schema))
+		s.task, s.source, sqlschema.QuoteName(s.schema))
 }
 
 // exists reports whether anything is recorded for this task and source.
@@ -175,6 +175,3 @@ func (s *metaStore) finish(ctx context.Context, db *sql.DB, dumpID string, rows 
 	}
 	return nil
 }
-
-// quoteName quotes an identifier with backticks.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

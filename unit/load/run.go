@@ -13,6 +13,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dump"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
@@ -113,7 +114,7 @@ func (l *Loader) checkDump(m *dumpfile.Manifest, st *loadState) error {
 		for _, c := range t.Columns {
 			if c.Load != dumpfile.LoadRaw && c.Load != dumpfile.LoadBit {
 				return errs.New(CodeLoadDump, false, "load: column %s of table %s in dump %s has loader %q, which this build does not know; "+
-					"run the same dm-worker version for dump and load", quoteName(c.Name), quoteName(t.Schema)+"."+quoteName(t.Name), m.DumpID, c.Load)
+					"run the same dm-worker version for dump and load", sqlschema.QuoteName(c.Name), sqlschema.QuoteName(t.Schema)+"."+sqlschema.QuoteName(t.Name), m.DumpID, c.Load)
 			}
 		}
 	}

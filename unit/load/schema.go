@@ -17,6 +17,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
 
@@ -148,7 +149,7 @@ func (l *Loader) createSchema(ctx context.Context, p *parser.Parser, s dumpfile.
 	if skip {
 		return nil
 	}
-	q := "CREATE DATABASE IF NOT EXISTS " + quoteName(target)
+	q := "CREATE DATABASE IF NOT EXISTS " + sqlschema.QuoteName(target)
 	if stmt, err := p.ParseOneStmt(s.CreateSQL, "", ""); err == nil {
 		if cd, ok := stmt.(*ast.CreateDatabaseStmt); ok {
 			cd.Name, cd.IfNotExists = ast.NewCIStr(target), true
@@ -159,7 +160,7 @@ func (l *Loader) createSchema(ctx context.Context, p *parser.Parser, s dumpfile.
 		}
 	}
 	if _, err := l.db.ExecContext(ctx, q); err != nil {
-		return errs.Wrap(err, CodeLoadSchema, "load: create database %s on the target (%s)", quoteName(target), q)
+		return errs.Wrap(err, CodeLoadSchema, "load: create database %s on the target (%s)", sqlschema.QuoteName(target), q)
 	}
 	created[target] = true
 	return nil
@@ -185,7 +186,7 @@ func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.
 // "), since the parser's restored text drops options only MariaDB knows;
 // otherwise the TiDB parser renames the table and restores the statement.
 func renameCreateTable(p *parser.Parser, createSQL, name string, target filter.TableName) (string, error) {
-	prefix := "CREATE TABLE " + quoteName(name) + " "
+	prefix := "CREATE TABLE " + sqlschema.QuoteName(name) + " "
 	if strings.HasPrefix(createSQL, prefix) {
 		return "CREATE TABLE IF NOT EXISTS " + target.String() + " " + createSQL[len(prefix):], nil
 	}
@@ -228,12 +229,12 @@ func (l *Loader) checkColumns(ctx context.Context, t *dumpfile.Table, target fil
 	for i := 0; i < max(len(have), len(t.Columns)); i++ {
 		switch {
 		case i >= len(have):
-			diffs = append(diffs, fmt.Sprintf("column %d %s %s is missing in the target", i+1, quoteName(t.Columns[i].Name), t.Columns[i].Type))
+			diffs = append(diffs, fmt.Sprintf("column %d %s %s is missing in the target", i+1, sqlschema.QuoteName(t.Columns[i].Name), t.Columns[i].Type))
 		case i >= len(t.Columns):
-			diffs = append(diffs, fmt.Sprintf("column %d %s %s of the target is not in the source", i+1, quoteName(have[i].Name), have[i].Type))
+			diffs = append(diffs, fmt.Sprintf("column %d %s %s of the target is not in the source", i+1, sqlschema.QuoteName(have[i].Name), have[i].Type))
 		case !strings.EqualFold(have[i].Name, t.Columns[i].Name) || normType(have[i].Type) != normType(t.Columns[i].Type):
 			diffs = append(diffs, fmt.Sprintf("column %d is %s %s in the source but %s %s in the target",
-				i+1, quoteName(t.Columns[i].Name), t.Columns[i].Type, quoteName(have[i].Name), have[i].Type))
+				i+1, sqlschema.QuoteName(t.Columns[i].Name), t.Columns[i].Type, sqlschema.QuoteName(have[i].Name), have[i].Type))
 		}
 	}
 	if len(diffs) > 0 {
@@ -250,20 +251,20 @@ type column struct{ Name, Type string }
 // targetColumns returns the stored (not generated) columns of a table in
 // order; none when the table does not exist.
 func targetColumns(ctx context.Context, db *sql.DB, t filter.TableName) ([]column, error) {
-	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS"+
-		" WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION", t.Schema, t.Table)
+	tb, err := sqlschema.ReadTable(ctx, db, t.Schema, t.Table)
+	if errors.Is(err, sqlschema.ErrTableNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	var out []column
-	for rows.Next() {
-		var c column
-		if err := rows.Scan(&c.Name, &c.Type); err != nil {
-			return nil, errors.Join(err, rows.Close())
+	for _, c := range tb.Columns {
+		if !c.Generated {
+			out = append(out, column{Name: c.Name, Type: c.ColumnType})
 		}
-		out = append(out, c)
 	}
-	return out, errors.Join(rows.Err(), rows.Close())
+	return out, nil
 }
 
 // intWidth is the display width of an integer type, which MySQL 8 no
@@ -287,11 +288,11 @@ func loadColumns(cols []dumpfile.Column) (load, insert string, numeric []bool) {
 	numeric = make([]bool, len(cols))
 	var sets []string
 	for i, c := range cols {
-		names[i], plain[i] = quoteName(c.Name), quoteName(c.Name)
+		names[i], plain[i] = sqlschema.QuoteName(c.Name), sqlschema.QuoteName(c.Name)
 		if t := normType(c.Type); c.Load == dumpfile.LoadBit || t == "year" || t == "year(4)" {
 			v := fmt.Sprintf("@v%d", i)
 			names[i], numeric[i] = v, true
-			sets = append(sets, quoteName(c.Name)+" = CAST("+v+" AS UNSIGNED)")
+			sets = append(sets, sqlschema.QuoteName(c.Name)+" = CAST("+v+" AS UNSIGNED)")
 		}
 	}
 	load = "(" + strings.Join(names, ", ") + ")"
