@@ -14,7 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/validate/validmeta"
 )
 
@@ -53,13 +53,13 @@ func newStore(db *sql.DB, schema, task, source string) *store {
 
 // table returns the quoted name of one of the validator's tables.
 func (s *store) table(name string) string {
-	return syncmeta.QuoteName(s.schema) + "." + syncmeta.QuoteName(name)
+	return sqlschema.QuoteName(s.schema) + "." + sqlschema.QuoteName(name)
 }
 
 // storeErr wraps a database failure about what (e.g. "load checkpoint").
 func (s *store) storeErr(err error, what string) error {
 	return errs.Wrap(err, CodeStore, "validate: %s of task %q source %q in meta schema %s",
-		what, s.task, s.source, syncmeta.QuoteName(s.schema))
+		what, s.task, s.source, sqlschema.QuoteName(s.schema))
 }
 
 // prepare creates the meta schema and the validator's tables when missing.
