@@ -7,6 +7,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Compaction. A batch is one target transaction, so only its end state is
@@ -170,11 +171,11 @@ func upsertStmt(ti *tableInfo, rows [][]any) stmt {
 			b.WriteByte(',')
 		}
 		n++
-		q := quoteName(c)
+		q := sqlschema.QuoteName(c)
 		b.WriteString(q + "=VALUES(" + q + ")")
 	}
 	if n == 0 { // every column is in the key: nothing to update
-		q := quoteName(ti.Columns[ti.Key[0]])
+		q := sqlschema.QuoteName(ti.Columns[ti.Key[0]])
 		b.WriteString(q + "=" + q)
 	}
 	s.sql = b.String()

@@ -7,6 +7,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // changeKind is the kind of a row change.
@@ -58,7 +59,7 @@ func columnList(ti *tableInfo) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(quoteName(c))
+		b.WriteString(sqlschema.QuoteName(c))
 	}
 	return b.String()
 }
@@ -85,7 +86,7 @@ func where(ti *tableInfo, row []any) (string, []any) {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
-		b.WriteString(quoteName(ti.Columns[i]))
+		b.WriteString(sqlschema.QuoteName(ti.Columns[i]))
 		b.WriteString(op)
 		b.WriteByte('?')
 		args = append(args, ti.WhereArg(row[i], i))
@@ -133,7 +134,7 @@ func updateStmt(ti *tableInfo, before, after []any) stmt {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(quoteName(c))
+		b.WriteString(sqlschema.QuoteName(c))
 		b.WriteString("=?")
 		args = append(args, after[i])
 	}
@@ -155,7 +156,7 @@ func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
 	args := make([]any, 0, len(rows)*len(ti.Key))
 	if len(ti.Key) == 1 {
 		k := ti.Key[0]
-		b.WriteString(quoteName(ti.Columns[k]))
+		b.WriteString(sqlschema.QuoteName(ti.Columns[k]))
 		b.WriteString(" IN ")
 		b.WriteString(placeholders(len(rows)))
 		for _, r := range rows {
@@ -172,7 +173,7 @@ func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
 			if m > 0 {
 				b.WriteString(" AND ")
 			}
-			b.WriteString(quoteName(ti.Columns[k]))
+			b.WriteString(sqlschema.QuoteName(ti.Columns[k]))
 			b.WriteString("=?")
 			args = append(args, ti.WhereArg(r[k], k))
 		}

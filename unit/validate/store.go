@@ -10,9 +10,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/validate/validmeta"
@@ -138,19 +137,13 @@ func (s *store) report(ctx context.Context, recs []ErrorRecord) (added int, err 
 	defer s.reportMu.Unlock()
 	// Another process writing the same table (a second worker's validator
 	// of the task) can still deadlock with us: InnoDB rolled the
-	// transaction back, so it is simply run again.
-	for attempt := 1; ; attempt++ {
+	// transaction back, so it is run again under the one lock-conflict
+	// policy.
+	err = dbconn.RetryLockConflict(ctx, func() error {
 		added, err = s.reportTx(ctx, rows)
-		if attempt == 3 || !isDeadlock(err) {
-			return added, err
-		}
-	}
-}
-
-// isDeadlock reports whether err is InnoDB's deadlock or lock wait timeout.
-func isDeadlock(err error) bool {
-	var myErr *mysql.MySQLError
-	return errors.As(err, &myErr) && (myErr.Number == 1213 || myErr.Number == 1205)
+		return err
+	}, nil)
+	return added, err
 }
 
 // reportTx is one transaction of report.
