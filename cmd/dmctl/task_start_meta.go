@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/secret"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/load/loadmeta"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 	"github.com/dmworker/dm-worker/unit/validate/validmeta"
@@ -147,7 +148,7 @@ func targetsOf(subtasks []*config.SubTaskConfig) []metaTarget {
 // onTarget removes the task's checkpoints on one target (--remove-meta),
 // or checks that there are none (--start-time alone).
 func (o *startOptions) onTarget(ctx context.Context, e *env, key *secret.Key, task string, t metaTarget) error {
-	where := fmt.Sprintf("meta schema %s on target %s:%d", syncmeta.QuoteName(t.schema), t.db.Host, t.db.Port)
+	where := fmt.Sprintf("meta schema %s on target %s:%d", sqlschema.QuoteName(t.schema), t.db.Host, t.db.Port)
 	_, db, err := openDB(ctx, t.db, key, dbconn.TargetRef(task))
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)

@@ -13,14 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
-)
-
-// Retries of a batch the target aborted because of a deadlock or lock
-// wait timeout between apply workers.
-const (
-	batchRetries    = 3
-	batchRetryPause = 100 * time.Millisecond
 )
 
 // job is what the read loop hands a worker: a change, or a mark (seq > 0)
@@ -145,21 +139,11 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 	// after the cancel is abandoned.
 	execCtx, release := graceContext(ctx, applyGrace)
 	defer release()
-	var err error
-	for attempt := 0; attempt <= batchRetries; attempt++ {
-		if err = execTx(execCtx, w.db, stmts); err == nil {
-			break
-		}
-		if code := mysqlErrorCode(err); code != 1213 && code != 1205 {
-			break
-		}
-		w.logger.Warn("batch aborted by the target; retrying", zap.Int("worker", w.id), zap.Int("attempt", attempt+1), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(batchRetryPause):
-		}
-	}
+	// The batch runs under execCtx; a cancel of ctx during a pause between
+	// attempts ends the retries at once.
+	err := dbconn.RetryLockConflict(ctx, func() error { return execTx(execCtx, w.db, stmts) }, func(attempt int, err error) {
+		w.logger.Warn("batch aborted by the target; retrying", zap.Int("worker", w.id), zap.Int("attempt", attempt), zap.Error(err))
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			if execCtx.Err() != nil {

@@ -1,5 +1,9 @@
 package syncer
 
+import (
+	"github.com/dmworker/dm-worker/pkg/rowimage"
+)
+
 // batchFill measures a batch being collected in rows the target will write,
 // which is what worker batches are sized by: compaction (compact.go) writes
 // each key of a compactable table once, however often the batch changes it,
@@ -31,11 +35,11 @@ func (f *batchFill) add(c *change) (rows, changes int) {
 		if row == nil {
 			continue
 		}
-		f.buf = append(f.buf[:0], ti.target.Schema...)
+		f.buf = append(f.buf[:0], ti.Target.Schema...)
 		f.buf = append(f.buf, 0)
-		f.buf = append(f.buf, ti.target.Table...)
+		f.buf = append(f.buf, ti.Target.Table...)
 		f.buf = append(f.buf, 0)
-		f.buf = appendKey(f.buf, row, ti.key, false)
+		f.buf = rowimage.AppendValues(f.buf, row, ti.Key, false)
 		if _, seen := f.keys[string(f.buf)]; !seen {
 			f.keys[string(f.buf)] = struct{}{}
 			f.rows++

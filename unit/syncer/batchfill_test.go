@@ -1,11 +1,15 @@
 package syncer
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dmworker/dm-worker/pkg/rowimage"
+)
 
 func TestBatchFill(t *testing.T) {
-	pk := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, key: []int{0}, compact: true}
-	other := &tableInfo{target: tableName{Schema: "db", Table: "q"}, columns: []string{"id", "v"}, key: []int{0}, compact: true}
-	plain := &tableInfo{target: tableName{Schema: "db", Table: "r"}, columns: []string{"id", "v"}, key: []int{0}}
+	pk := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "p"}, Columns: []string{"id", "v"}, Key: []int{0}}, compact: true}
+	other := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "q"}, Columns: []string{"id", "v"}, Key: []int{0}}, compact: true}
+	plain := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "r"}, Columns: []string{"id", "v"}, Key: []int{0}}}
 	row := func(v ...any) []any { return v }
 	ins := func(ti *tableInfo, id int64) *change {
 		return &change{kind: kindInsert, table: ti, after: row(id, "x")}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
@@ -34,14 +35,14 @@ type checkpointStore struct {
 }
 
 func (s *checkpointStore) table(name string) string {
-	return quoteName(s.schema) + "." + quoteName(name)
+	return sqlschema.QuoteName(s.schema) + "." + sqlschema.QuoteName(name)
 }
 
 // prepare creates the meta schema and tables when missing.
 func (s *checkpointStore) prepare(ctx context.Context) error {
 	for _, q := range syncmeta.CreateStatements(s.schema) {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return errs.Wrap(err, CodeCheckpoint, "sync: create checkpoint tables in meta schema %s", quoteName(s.schema))
+			return errs.Wrap(err, CodeCheckpoint, "sync: create checkpoint tables in meta schema %s", sqlschema.QuoteName(s.schema))
 		}
 	}
 	return nil

@@ -2,12 +2,12 @@ package syncer
 
 import (
 	"bytes"
-	"encoding/binary"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Compaction. A batch is one target transaction, so only its end state is
@@ -43,52 +43,16 @@ func exactKeyType(typ byte, binary bool) bool {
 // compactable decides tableInfo.compact: the table has a key, the target
 // has exactly one unique key (the primary key counts) and it is that key,
 // column for column, and every key column compares exactly.
-func compactable(ti *tableInfo, targetUniques [][]int) bool {
-	if len(ti.key) == 0 || len(targetUniques) != 1 || len(targetUniques[0]) != len(ti.key) {
+func compactable(ti *rowimage.Table, targetUniques [][]int) bool {
+	if len(ti.Key) == 0 || len(targetUniques) != 1 || len(targetUniques[0]) != len(ti.Key) {
 		return false
 	}
-	for n, i := range ti.key {
-		if targetUniques[0][n] != i || !exactKeyType(ti.types[i], ti.binary[i]) {
+	for n, i := range ti.Key {
+		if targetUniques[0][n] != i || !exactKeyType(ti.Types[i], ti.Binary[i]) {
 			return false
 		}
 	}
 	return true
-}
-
-// appendKey appends an encoding of row's values in cols to b: two rows'
-// encodings are equal exactly when the values are (with fold, text values
-// compare case-insensitively, ASCII and Unicode simple folding).
-func appendKey(b []byte, row []any, cols []int, fold bool) []byte {
-	for _, i := range cols {
-		switch v := row[i].(type) {
-		case nil:
-			b = append(b, 'n')
-		case int64:
-			b = strconv.AppendInt(append(b, 'i'), v, 10)
-		case uint64:
-			b = strconv.AppendUint(append(b, 'u'), v, 10)
-		case []byte:
-			if fold {
-				v = bytes.ToLower(v)
-			}
-			b = binary.AppendUvarint(append(b, 'b'), uint64(len(v)))
-			b = append(b, v...)
-		case string:
-			if fold {
-				v = strings.ToLower(v)
-			}
-			b = binary.AppendUvarint(append(b, 's'), uint64(len(v)))
-			b = append(b, v...)
-		case float64:
-			b = strconv.AppendFloat(append(b, 'f'), v, 'g', -1, 64)
-		default:
-			s := fmt.Sprint(v)
-			b = binary.AppendUvarint(append(b, '?'), uint64(len(s)))
-			b = append(b, s...)
-		}
-		b = append(b, 0)
-	}
-	return b
 }
 
 // keyState is the state a batch leaves one key of a compacted table in.
@@ -125,17 +89,17 @@ func (g *compactGroup) add(c *change, buf []byte) []byte {
 	ti := c.table
 	switch c.kind {
 	case kindInsert:
-		buf = appendKey(buf[:0], c.after, ti.key, false)
+		buf = rowimage.AppendValues(buf[:0], c.after, ti.Key, false)
 		st := g.state(buf, !c.safe)
 		st.ti, st.row, st.present = ti, c.after, true
 	case kindDelete:
-		buf = appendKey(buf[:0], c.before, ti.key, false)
+		buf = rowimage.AppendValues(buf[:0], c.before, ti.Key, false)
 		st := g.state(buf, false)
 		st.ti, st.row, st.present = ti, c.before, false
 	case kindUpdate:
-		buf = appendKey(buf[:0], c.before, ti.key, false)
+		buf = rowimage.AppendValues(buf[:0], c.before, ti.Key, false)
 		n := len(buf)
-		buf = appendKey(buf, c.after, ti.key, false)
+		buf = rowimage.AppendValues(buf, c.after, ti.Key, false)
 		if !bytes.Equal(buf[:n], buf[n:]) {
 			st := g.state(buf[:n], false)
 			st.ti, st.row, st.present = ti, c.before, false
@@ -194,12 +158,12 @@ func upsertStmt(ti *tableInfo, rows [][]any) stmt {
 	var b strings.Builder
 	b.WriteString(s.sql)
 	b.WriteString(" ON DUPLICATE KEY UPDATE ")
-	isKey := make([]bool, len(ti.columns))
-	for _, k := range ti.key {
+	isKey := make([]bool, len(ti.Columns))
+	for _, k := range ti.Key {
 		isKey[k] = true
 	}
 	n := 0
-	for i, c := range ti.columns {
+	for i, c := range ti.Columns {
 		if isKey[i] {
 			continue
 		}
@@ -207,11 +171,11 @@ func upsertStmt(ti *tableInfo, rows [][]any) stmt {
 			b.WriteByte(',')
 		}
 		n++
-		q := quoteName(c)
+		q := sqlschema.QuoteName(c)
 		b.WriteString(q + "=VALUES(" + q + ")")
 	}
 	if n == 0 { // every column is in the key: nothing to update
-		q := quoteName(ti.columns[ti.key[0]])
+		q := sqlschema.QuoteName(ti.Columns[ti.Key[0]])
 		b.WriteString(q + "=" + q)
 	}
 	s.sql = b.String()
@@ -228,7 +192,7 @@ func compact(changes []*change) (stmts []stmt, rest []*change) {
 	some := false
 	for _, c := range changes {
 		if !c.table.compact {
-			mixed[c.table.target] = true
+			mixed[c.table.Target] = true
 		} else {
 			some = true
 		}
@@ -240,14 +204,14 @@ func compact(changes []*change) (stmts []stmt, rest []*change) {
 	var order []*compactGroup
 	var buf []byte
 	for _, c := range changes {
-		if !c.table.compact || mixed[c.table.target] {
+		if !c.table.compact || mixed[c.table.Target] {
 			rest = append(rest, c)
 			continue
 		}
-		g := groups[c.table.target]
+		g := groups[c.table.Target]
 		if g == nil {
 			g = &compactGroup{keys: map[string]*keyState{}}
-			groups[c.table.target] = g
+			groups[c.table.Target] = g
 			order = append(order, g)
 		}
 		buf = g.add(c, buf)

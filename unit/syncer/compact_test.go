@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 func TestCompactable(t *testing.T) {
 	long, varchar := mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_VARCHAR
 	info := func(key []int, types []byte, binary []bool) *tableInfo {
-		return &tableInfo{key: key, types: types, binary: binary}
+		return &tableInfo{Table: &rowimage.Table{Key: key, Types: types, Binary: binary}}
 	}
 	tests := []struct {
 		name    string
@@ -31,7 +33,7 @@ func TestCompactable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := compactable(tt.ti, tt.uniques); got != tt.want {
+			if got := compactable(tt.ti.Table, tt.uniques); got != tt.want {
 				t.Fatalf("compactable = %v, want %v", got, tt.want)
 			}
 		})
@@ -39,16 +41,12 @@ func TestCompactable(t *testing.T) {
 }
 
 func TestCompactedStatements(t *testing.T) {
-	pk := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
-		key: []int{0}, uniques: [][]int{{0}}, compact: true}
+	pk := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "p"}, Columns: []string{"id", "v"}, Binary: []bool{false, false}, Key: []int{0}, Uniques: [][]int{{0}}}, compact: true}
 	// A second source table routed into the same target, still compactable.
-	pk2 := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
-		key: []int{0}, uniques: [][]int{{0}}, compact: true}
+	pk2 := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "p"}, Columns: []string{"id", "v"}, Binary: []bool{false, false}, Key: []int{0}, Uniques: [][]int{{0}}}, compact: true}
 	// A source table routed into the same target that is not.
-	uk := &tableInfo{target: tableName{Schema: "db", Table: "p"}, columns: []string{"id", "v"}, binary: []bool{false, false},
-		key: []int{0}, uniques: [][]int{{0}, {1}}}
-	allKey := &tableInfo{target: tableName{Schema: "db", Table: "k"}, columns: []string{"a", "b"}, binary: []bool{false, false},
-		key: []int{0, 1}, uniques: [][]int{{0, 1}}, compact: true}
+	uk := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "p"}, Columns: []string{"id", "v"}, Binary: []bool{false, false}, Key: []int{0}, Uniques: [][]int{{0}, {1}}}}
+	allKey := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "k"}, Columns: []string{"a", "b"}, Binary: []bool{false, false}, Key: []int{0, 1}, Uniques: [][]int{{0, 1}}}, compact: true}
 	row := func(v ...any) []any { return v }
 	upsert := "INSERT INTO `db`.`p` (`id`,`v`) VALUES "
 	onDup := " ON DUPLICATE KEY UPDATE `v`=VALUES(`v`)"
@@ -106,28 +104,5 @@ func TestCompactedStatements(t *testing.T) {
 				t.Fatalf("statements =\n%#v\nwant\n%#v", got, tt.want)
 			}
 		})
-	}
-}
-
-func TestAppendKey(t *testing.T) {
-	cols := []int{0, 1}
-	enc := func(fold bool, v ...any) string { return string(appendKey(nil, v, cols, fold)) }
-	distinct := [][]any{
-		{int64(1), int64(23)}, {int64(12), int64(3)}, {uint64(1), int64(23)}, {nil, int64(1)},
-		{[]byte("a\x00"), []byte("b")}, {[]byte("a"), []byte("\x00b")}, {"1", int64(23)},
-	}
-	seen := map[string]int{}
-	for i, v := range distinct {
-		k := enc(false, v...)
-		if j, ok := seen[k]; ok {
-			t.Errorf("values %d %#v and %d %#v encode alike", i, v, j, distinct[j])
-		}
-		seen[k] = i
-	}
-	if enc(true, []byte("Ab"), int64(1)) != enc(true, []byte("aB"), int64(1)) {
-		t.Error("folded text keys differ by case")
-	}
-	if enc(false, []byte("Ab"), int64(1)) == enc(false, []byte("aB"), int64(1)) {
-		t.Error("unfolded text keys equal across case")
 	}
 }

@@ -13,9 +13,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -111,7 +113,7 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 	replay := r.pendingDDL.Name == end.Name && r.pendingDDL.Pos == end.Pos
 	for _, st := range stmts {
 		if err := d.exec(ctx, st); err != nil {
-			code := mysqlErrorCode(err)
+			code := dbconn.ErrorNumber(err)
 			if replay && ddlAlreadyDone[code] {
 				d.logger.Info("replayed DDL had already run before a crash", zap.String("sql", st.sql), zap.Error(err))
 				continue
@@ -186,12 +188,12 @@ func (d *ddlApplier) exec(ctx context.Context, st targetDDL) (err error) {
 	}
 	defer func() { err = errors.Join(err, conn.Close()) }()
 	for _, schema := range st.ensureSchemas {
-		if _, err := conn.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteName(schema)); err != nil {
+		if _, err := conn.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS "+sqlschema.QuoteName(schema)); err != nil {
 			return err
 		}
 	}
 	if st.schema != "" {
-		if _, err := conn.ExecContext(ctx, "USE "+quoteName(st.schema)); err != nil {
+		if _, err := conn.ExecContext(ctx, "USE "+sqlschema.QuoteName(st.schema)); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // TestDispatcherKeyGenerations dispatches many more distinct keys than a
@@ -15,7 +17,7 @@ import (
 func TestDispatcherKeyGenerations(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ti := &tableInfo{target: tableName{Schema: "db", Table: "t"}, columns: []string{"id"}, key: []int{0}, uniques: [][]int{{0}}}
+	ti := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "t"}, Columns: []string{"id"}, Key: []int{0}, Uniques: [][]int{{0}}}}
 	d := newDispatcher(make(chan struct{}, 1))
 	// Small generations, so that the run rotates hundreds of times.
 	const keysPerGen = 64

@@ -6,6 +6,8 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // changeKind is the kind of a row change.
@@ -53,11 +55,11 @@ type stmt struct {
 
 func columnList(ti *tableInfo) string {
 	var b strings.Builder
-	for i, c := range ti.columns {
+	for i, c := range ti.Columns {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(quoteName(c))
+		b.WriteString(sqlschema.QuoteName(c))
 	}
 	return b.String()
 }
@@ -71,11 +73,11 @@ func placeholders(n int) string {
 func where(ti *tableInfo, row []any) (string, []any) {
 	var b strings.Builder
 	var args []any
-	cols := ti.key
+	cols := ti.Key
 	op := "="
 	if len(cols) == 0 {
 		op = "<=>"
-		cols = make([]int, len(ti.columns))
+		cols = make([]int, len(ti.Columns))
 		for i := range cols {
 			cols[i] = i
 		}
@@ -84,10 +86,10 @@ func where(ti *tableInfo, row []any) (string, []any) {
 		if n > 0 {
 			b.WriteString(" AND ")
 		}
-		b.WriteString(quoteName(ti.columns[i]))
+		b.WriteString(sqlschema.QuoteName(ti.Columns[i]))
 		b.WriteString(op)
 		b.WriteByte('?')
-		args = append(args, ti.whereArg(row[i], i))
+		args = append(args, ti.WhereArg(row[i], i))
 	}
 	return b.String(), args
 }
@@ -101,12 +103,12 @@ func insertStmt(ti *tableInfo, rows [][]any, replace bool) stmt {
 	}
 	var b strings.Builder
 	b.WriteString(verb)
-	b.WriteString(ti.target.String())
+	b.WriteString(ti.Target.String())
 	b.WriteString(" (")
 	b.WriteString(columnList(ti))
 	b.WriteString(") VALUES ")
-	ph := placeholders(len(ti.columns))
-	args := make([]any, 0, len(rows)*len(ti.columns))
+	ph := placeholders(len(ti.Columns))
+	args := make([]any, 0, len(rows)*len(ti.Columns))
 	for i, r := range rows {
 		if i > 0 {
 			b.WriteByte(',')
@@ -119,20 +121,20 @@ func insertStmt(ti *tableInfo, rows [][]any, replace bool) stmt {
 
 func deleteStmt(ti *tableInfo, row []any) stmt {
 	w, args := where(ti, row)
-	return stmt{sql: "DELETE FROM " + ti.target.String() + " WHERE " + w + " LIMIT 1", args: args}
+	return stmt{sql: "DELETE FROM " + ti.Target.String() + " WHERE " + w + " LIMIT 1", args: args}
 }
 
 func updateStmt(ti *tableInfo, before, after []any) stmt {
 	var b strings.Builder
 	b.WriteString("UPDATE ")
-	b.WriteString(ti.target.String())
+	b.WriteString(ti.Target.String())
 	b.WriteString(" SET ")
 	args := make([]any, 0, len(after)*2)
-	for i, c := range ti.columns {
+	for i, c := range ti.Columns {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(quoteName(c))
+		b.WriteString(sqlschema.QuoteName(c))
 		b.WriteString("=?")
 		args = append(args, after[i])
 	}
@@ -149,16 +151,16 @@ func updateStmt(ti *tableInfo, before, after []any) stmt {
 func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
 	var b strings.Builder
 	b.WriteString("DELETE FROM ")
-	b.WriteString(ti.target.String())
+	b.WriteString(ti.Target.String())
 	b.WriteString(" WHERE ")
-	args := make([]any, 0, len(rows)*len(ti.key))
-	if len(ti.key) == 1 {
-		k := ti.key[0]
-		b.WriteString(quoteName(ti.columns[k]))
+	args := make([]any, 0, len(rows)*len(ti.Key))
+	if len(ti.Key) == 1 {
+		k := ti.Key[0]
+		b.WriteString(sqlschema.QuoteName(ti.Columns[k]))
 		b.WriteString(" IN ")
 		b.WriteString(placeholders(len(rows)))
 		for _, r := range rows {
-			args = append(args, ti.whereArg(r[k], k))
+			args = append(args, ti.WhereArg(r[k], k))
 		}
 		return stmt{sql: b.String(), args: args}
 	}
@@ -167,13 +169,13 @@ func deleteKeysStmt(ti *tableInfo, rows [][]any) stmt {
 			b.WriteString(" OR ")
 		}
 		b.WriteByte('(')
-		for m, k := range ti.key {
+		for m, k := range ti.Key {
 			if m > 0 {
 				b.WriteString(" AND ")
 			}
-			b.WriteString(quoteName(ti.columns[k]))
+			b.WriteString(sqlschema.QuoteName(ti.Columns[k]))
 			b.WriteString("=?")
-			args = append(args, ti.whereArg(r[k], k))
+			args = append(args, ti.WhereArg(r[k], k))
 		}
 		b.WriteByte(')')
 	}
@@ -251,7 +253,7 @@ func statements(changes []*change) []stmt {
 				l.add(updateStmt(c.table, c.before, c.after))
 			}
 		case kindDelete:
-			if len(c.table.key) == 0 {
+			if len(c.table.Key) == 0 {
 				l.add(deleteStmt(c.table, c.before))
 				break
 			}
@@ -285,9 +287,9 @@ func causalityKeys(keys []uint64, c *change, seed maphash.Seed, buf []byte) ([]u
 	if ti.fkGroup != "" {
 		return appendGroupKey(keys, ti, seed, buf)
 	}
-	buf = append(buf[:0], ti.target.Schema...)
+	buf = append(buf[:0], ti.Target.Schema...)
 	buf = append(buf, 0)
-	buf = append(buf, ti.target.Table...)
+	buf = append(buf, ti.Target.Table...)
 	buf = append(buf, 0)
 	prefix := len(buf)
 	n := len(keys)
@@ -296,17 +298,17 @@ func causalityKeys(keys []uint64, c *change, seed maphash.Seed, buf []byte) ([]u
 			return
 		}
 	next:
-		for u, cols := range ti.uniques {
+		for u, cols := range ti.Uniques {
 			for _, i := range cols {
 				if row[i] == nil {
 					continue next // NULLs never conflict in a unique key
 				}
 			}
-			buf = appendKey(append(buf[:prefix], byte(u)), row, cols, true)
+			buf = rowimage.AppendValues(append(buf[:prefix], byte(u)), row, cols, true)
 			keys = append(keys, maphash.Bytes(seed, buf))
 		}
 	}
-	if len(ti.key) > 0 {
+	if len(ti.Key) > 0 {
 		add(c.before)
 		add(c.after)
 	}

@@ -5,45 +5,13 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/shopspring/decimal"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
-func TestConvertValue(t *testing.T) {
-	tests := []struct {
-		name     string
-		in       any
-		typ      byte
-		unsigned bool
-		want     any
-	}{
-		{"nil", nil, mysql.MYSQL_TYPE_LONG, false, nil},
-		{"tinyint unsigned", int8(-1), mysql.MYSQL_TYPE_TINY, true, uint64(255)},
-		{"smallint unsigned", int16(-1), mysql.MYSQL_TYPE_SHORT, true, uint64(65535)},
-		{"mediumint unsigned", int32(-1), mysql.MYSQL_TYPE_INT24, true, uint64(16777215)},
-		{"int unsigned", int32(-1), mysql.MYSQL_TYPE_LONG, true, uint64(4294967295)},
-		{"bigint unsigned", int64(-1), mysql.MYSQL_TYPE_LONGLONG, true, uint64(18446744073709551615)},
-		{"signed stays", int32(-5), mysql.MYSQL_TYPE_LONG, false, int64(-5)},
-		{"bit", int64(-1), mysql.MYSQL_TYPE_BIT, false, uint64(18446744073709551615)},
-		{"decimal", decimal.RequireFromString("-12.3400"), mysql.MYSQL_TYPE_NEWDECIMAL, false, "-12.34"},
-		{"string to bytes", "é", mysql.MYSQL_TYPE_VARCHAR, false, []byte("é")},
-		{"float32 widened", float32(1.5), mysql.MYSQL_TYPE_FLOAT, false, float64(1.5)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := convertValue(tt.in, tt.typ, tt.unsigned); !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("convertValue(%#v) = %#v, want %#v", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestStatements(t *testing.T) {
-	keyed := &tableInfo{target: tableName{Schema: "db", Table: "t"}, columns: []string{"id", "v"}, binary: []bool{false, false},
-		key: []int{0}, uniques: [][]int{{0}}}
-	nokey := &tableInfo{target: tableName{Schema: "db", Table: "n"}, columns: []string{"a"}, binary: []bool{true}}
-	composite := &tableInfo{target: tableName{Schema: "db", Table: "c"}, columns: []string{"a", "b", "x"}, binary: []bool{false, false, false},
-		key: []int{0, 1}, uniques: [][]int{{0, 1}}}
+	keyed := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "t"}, Columns: []string{"id", "v"}, Binary: []bool{false, false}, Key: []int{0}, Uniques: [][]int{{0}}}}
+	nokey := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "n"}, Columns: []string{"a"}, Binary: []bool{true}}}
+	composite := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "c"}, Columns: []string{"a", "b", "x"}, Binary: []bool{false, false, false}, Key: []int{0, 1}, Uniques: [][]int{{0, 1}}}}
 	row := func(v ...any) []any { return v }
 	tests := []struct {
 		name    string
@@ -144,8 +112,8 @@ func TestCausalityKeys(t *testing.T) {
 		k, _ := causalityKeys(nil, c, seed, nil)
 		return k
 	}
-	ti := &tableInfo{target: tableName{Schema: "db", Table: "t"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
-	other := &tableInfo{target: tableName{Schema: "db", Table: "t2"}, columns: []string{"id", "u"}, key: []int{0}, uniques: [][]int{{0}, {1}}}
+	ti := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "t"}, Columns: []string{"id", "u"}, Key: []int{0}, Uniques: [][]int{{0}, {1}}}}
+	other := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "t2"}, Columns: []string{"id", "u"}, Key: []int{0}, Uniques: [][]int{{0}, {1}}}}
 	update := keys(&change{kind: kindUpdate, table: ti, before: []any{int64(1), []byte("A")}, after: []any{int64(2), nil}})
 	if len(update) != 3 {
 		t.Fatalf("an update from (1, A) to (2, NULL) has %d keys, want 3 (NULL is no key)", len(update))
@@ -163,7 +131,7 @@ func TestCausalityKeys(t *testing.T) {
 	if got := keys(&change{kind: kindInsert, table: ti, after: []any{int64(1), []byte("b")}}); got[1] == update[1] {
 		t.Error("different unique key values share a key")
 	}
-	nokey := &tableInfo{target: tableName{Schema: "db", Table: "n"}, columns: []string{"a"}}
+	nokey := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "n"}, Columns: []string{"a"}}}
 	a := keys(&change{kind: kindInsert, table: nokey, after: []any{int64(1)}})
 	b := keys(&change{kind: kindDelete, table: nokey, before: []any{int64(2)}})
 	if len(a) != 1 || !same(a, b) {

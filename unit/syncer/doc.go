@@ -25,6 +25,10 @@
 // process dies before the checkpoint after it, the replayed DDL tolerates
 // "already done" errors (duplicate column, table exists...).
 //
+// The row model (how a row image becomes target values, the row and unique
+// keys) is pkg/rowimage's, shared with the validator, built on the target's
+// sqlschema models; table.go adds compaction and foreign key groups.
+//
 // The package owns the sync unit's connections to the source and target and
 // its rows in the meta schema. It must not touch relay files (it reads them
 // only through binlog.StreamOpener) nor any other unit's state.

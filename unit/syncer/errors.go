@@ -3,7 +3,7 @@ package syncer
 import (
 	"errors"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // Error codes of the sync unit (stable; shown in status). Each is named
@@ -15,7 +15,7 @@ const (
 	CodeDDL         = "sync-ddl"
 	CodeDDLParse    = "sync-ddl-parse"
 	CodeCheckpoint  = "sync-checkpoint"
-	CodeTableInfo   = "sync-table-info"
+	CodeTableInfo   = rowimage.CodeTableInfo
 	CodeHandleError = "sync-handle-error"
 	// CodeFilterError: an event matched a filter rule whose action is Error.
 	CodeFilterError = "sync-filter-error"
@@ -24,8 +24,6 @@ const (
 // ErrNothingToHandle is returned by HandleError when the unit is not stuck
 // on a DDL and the request names no binlog position.
 var ErrNothingToHandle = errors.New("sync: no failed DDL to skip or replace; give binlog-pos of the event")
-
-func asMySQLError(err error, target **mysql.MySQLError) bool { return errors.As(err, target) }
 
 // ddlAlreadyDone are server errors a replayed DDL gives when it already ran
 // before a crash: duplicate column/key, table exists, unknown table/column

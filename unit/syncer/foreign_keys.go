@@ -10,6 +10,7 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/fkeys"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // Foreign keys. The source does not write the changes its cascades make
@@ -62,7 +63,7 @@ func (c *tableCache) setForeignKeyGroup(ctx context.Context, ti *tableInfo) erro
 		}
 		c.groups = fkeys.NewGroups(keys)
 	}
-	if g, ok := c.groups.Of(ti.target); ok {
+	if g, ok := c.groups.Of(ti.Target); ok {
 		ti.fkGroup = g
 		ti.compact = false
 	}
@@ -131,13 +132,13 @@ func groupStatements(l *stmtList, f *fkSession, changes []*change, i int) int {
 		l.add(insertStmt(ti, rows, false))
 	case !c.safe && c.kind == kindUpdate:
 		l.add(updateStmt(ti, c.before, c.after))
-	case c.kind == kindDelete && c.safe && c.fkChecks && len(ti.key) > 0:
+	case c.kind == kindDelete && c.safe && c.fkChecks && len(ti.Key) > 0:
 		s := deleteStmt(ti, c.before)
 		s.sql = "DELETE IGNORE" + s.sql[len("DELETE"):]
 		l.add(s)
 	case c.kind == kindDelete:
 		l.add(deleteStmt(ti, c.before))
-	case !c.fkChecks || len(ti.key) == 0:
+	case !c.fkChecks || len(ti.Key) == 0:
 		// Safe mode with checks off (no cascade happens) or without a key
 		// to upsert by: the usual REPLACE forms.
 		if c.kind == kindUpdate {
@@ -168,14 +169,14 @@ func groupStatements(l *stmtList, f *fkSession, changes []*change, i int) int {
 func dropReplayedStmt(ti *tableInfo, before, after []any) stmt {
 	w, args := where(ti, before)
 	wa, aargs := where(ti, after)
-	return stmt{sql: "DELETE IGNORE FROM " + ti.target.String() + " WHERE " + w +
-		" AND EXISTS (SELECT 1 FROM (SELECT 1 FROM " + ti.target.String() + " WHERE " + wa + " LIMIT 1) AS dm_moved)",
+	return stmt{sql: "DELETE IGNORE FROM " + ti.Target.String() + " WHERE " + w +
+		" AND EXISTS (SELECT 1 FROM (SELECT 1 FROM " + ti.Target.String() + " WHERE " + wa + " LIMIT 1) AS dm_moved)",
 		args: append(args, aargs...)}
 }
 
 // keyMoved reports whether an update changes the row's key values.
 func keyMoved(ti *tableInfo, before, after []any) bool {
-	return string(appendKey(nil, before, ti.key, false)) != string(appendKey(nil, after, ti.key, false))
+	return string(rowimage.AppendValues(nil, before, ti.Key, false)) != string(rowimage.AppendValues(nil, after, ti.Key, false))
 }
 
 // fkCompareTimeout bounds warnForeignKeys, which a run does before it
@@ -242,11 +243,11 @@ func (s *Syncer) foreignKeyProblems(ctx context.Context) ([]fkeys.Problem, error
 		}
 	}
 	for t := range tables {
-		tt, err := readTargetTable(ctx, s.target, t)
+		tt, err := rowimage.ReadTarget(ctx, s.target, t)
 		if err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t, err)
 		}
-		tables[t] = tt.exists
+		tables[t] = tt != nil && len(tt.Columns) > 0
 	}
 	sel := fkeys.Selection{
 		Allowed: func(t tableName) bool { return s.filter.TableAllowed(t.Schema, t.Table) },

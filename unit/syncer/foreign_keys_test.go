@@ -9,6 +9,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit/unittest"
@@ -19,12 +20,9 @@ import (
 // session's foreign_key_checks, and safe mode never deletes a row to
 // rewrite it.
 func TestGroupStatements(t *testing.T) {
-	parent := &tableInfo{source: tableName{Schema: "s", Table: "p"}, target: tableName{Schema: "db", Table: "p"},
-		columns: []string{"id", "v"}, binary: []bool{false, false}, key: []int{0}, uniques: [][]int{{0}}, fkGroup: "db.c"}
-	child := &tableInfo{source: tableName{Schema: "s", Table: "c"}, target: tableName{Schema: "db", Table: "c"},
-		columns: []string{"id", "p"}, binary: []bool{false, false}, key: []int{0}, uniques: [][]int{{0}}, fkGroup: "db.c"}
-	plain := &tableInfo{target: tableName{Schema: "db", Table: "x"}, columns: []string{"id"}, binary: []bool{false},
-		key: []int{0}, uniques: [][]int{{0}}, compact: true}
+	parent := &tableInfo{Table: &rowimage.Table{Source: tableName{Schema: "s", Table: "p"}, Target: tableName{Schema: "db", Table: "p"}, Columns: []string{"id", "v"}, Binary: []bool{false, false}, Key: []int{0}, Uniques: [][]int{{0}}}, fkGroup: "db.c"}
+	child := &tableInfo{Table: &rowimage.Table{Source: tableName{Schema: "s", Table: "c"}, Target: tableName{Schema: "db", Table: "c"}, Columns: []string{"id", "p"}, Binary: []bool{false, false}, Key: []int{0}, Uniques: [][]int{{0}}}, fkGroup: "db.c"}
+	plain := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "x"}, Columns: []string{"id"}, Binary: []bool{false}, Key: []int{0}, Uniques: [][]int{{0}}}, compact: true}
 	row := func(v ...any) []any { return v }
 	const (
 		save    = "SET @dm_saved_foreign_key_checks=@@session.foreign_key_checks, foreign_key_checks="
@@ -104,9 +102,9 @@ func TestGroupStatements(t *testing.T) {
 // the dispatcher keeps a parent's and its children's changes on one worker.
 func TestGroupCausality(t *testing.T) {
 	seed := maphash.MakeSeed()
-	a := &tableInfo{target: tableName{Schema: "db", Table: "p"}, key: []int{0}, uniques: [][]int{{0}}, fkGroup: "db.c"}
-	b := &tableInfo{target: tableName{Schema: "db", Table: "c"}, key: []int{0}, uniques: [][]int{{0}}, fkGroup: "db.c"}
-	other := &tableInfo{target: tableName{Schema: "db", Table: "q"}, key: []int{0}, uniques: [][]int{{0}}, fkGroup: "db.q"}
+	a := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "p"}, Key: []int{0}, Uniques: [][]int{{0}}}, fkGroup: "db.c"}
+	b := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "c"}, Key: []int{0}, Uniques: [][]int{{0}}}, fkGroup: "db.c"}
+	other := &tableInfo{Table: &rowimage.Table{Target: tableName{Schema: "db", Table: "q"}, Key: []int{0}, Uniques: [][]int{{0}}}, fkGroup: "db.q"}
 	keys := func(c *change) []uint64 { k, _ := causalityKeys(nil, c, seed, nil); return k }
 	ka := keys(&change{kind: kindInsert, table: a, after: []any{int64(1)}})
 	kb := keys(&change{kind: kindDelete, table: b, before: []any{int64(2)}})

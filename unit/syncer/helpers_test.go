@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 	"github.com/dmworker/dm-worker/unit"
@@ -85,7 +86,7 @@ func tableRows(ctx context.Context, db *sql.DB, table string) ([]string, error) 
 	}
 	order := make([]string, len(cols))
 	for i, c := range cols {
-		order[i] = quoteName(c)
+		order[i] = sqlschema.QuoteName(c)
 	}
 	return mariadbtest.QueryRows(ctx, db, "SELECT * FROM "+table+" ORDER BY "+strings.Join(order, ","))
 }

@@ -389,8 +389,8 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if err != nil {
 		return err
 	}
-	if len(ti.key) == 0 {
-		r.s.warnNoKey(ti.source)
+	if len(ti.Key) == 0 {
+		r.s.warnNoKey(ti.Source)
 	}
 	if !r.safeUntil.IsZero() && r.tr.Cur.Compare(r.safeUntil) > 0 {
 		r.s.logger.Info("sync unit leaves safe mode", zap.Stringer("at", r.tr.Cur), zap.Stringer("until", r.safeUntil))
@@ -407,7 +407,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	// the others are not: no safe mode for them (tablepoint.go).
 	point, exact := rowPoint{}, false
 	if ti.ordered() {
-		if point, exact = r.points[ti.source]; exact {
+		if point, exact = r.points[ti.Source]; exact {
 			safe = r.cfg.Syncer.SafeMode
 		}
 	}
@@ -420,7 +420,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 		c := &changes[i/step]
 		*c = change{kind: kind, table: ti, loc: loc, safe: safe, fkChecks: fkChecks, row: i / step}
-		first, err := ti.convertRowInPlace(e.Rows[i])
+		first, err := ti.ConvertRowInPlace(e.Rows[i])
 		if err != nil {
 			return err
 		}
@@ -431,7 +431,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			c.before = first
 		case kindUpdate:
 			c.before = first
-			if c.after, err = ti.convertRowInPlace(e.Rows[i+1]); err != nil {
+			if c.after, err = ti.ConvertRowInPlace(e.Rows[i+1]); err != nil {
 				return err
 			}
 		}

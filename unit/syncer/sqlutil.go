@@ -3,16 +3,10 @@ package syncer
 import (
 	"database/sql"
 	"fmt"
-	"strings"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/filter"
 )
-
-// quoteName quotes an identifier with backticks.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 // UseConnBudget makes the unit's target pool take its connections from b,
 // the worker's budget of connections to each target (nil: a pool of its
@@ -53,15 +47,6 @@ func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) 
 		return nil, fmt.Errorf("target: %w", err)
 	}
 	return pool, nil
-}
-
-// mysqlErrorCode returns the server error number in err's chain, 0 if none.
-func mysqlErrorCode(err error) uint16 {
-	var me *mysql.MySQLError
-	if asMySQLError(err, &me) {
-		return me.Number
-	}
-	return 0
 }
 
 // tableName is a schema-qualified table name.

@@ -108,34 +108,13 @@ func (s *Syncer) configure(cfg *config.SubTaskConfig) error {
 	if c.MetaSchema == "" {
 		return errs.New(CodeConfig, false, "sync: subtask %q has no meta-schema for its checkpoints", c.Name)
 	}
-	sel, err := NewSelection(&c, s.src)
+	sel, err := filter.NewSelection(&c, s.src)
 	if err != nil {
-		return err
+		return errs.New(CodeConfig, false, "sync: %w", err)
 	}
 	s.cfg = &c
 	s.filter, s.events, s.router = sel.Tables, sel.Events, sel.Router
 	return nil
-}
-
-// Selection is how the sync unit of a subtask selects and routes binlog
-// changes; the validator uses the same.
-type Selection struct {
-	Tables *filter.Tables
-	Events *filter.EventFilter
-	Router *filter.Router
-}
-
-// NewSelection builds the selection of subtask cfg of source src. As in DM,
-// names compare case-sensitively when the subtask or its source says so,
-// and the source's filters apply after the subtask's.
-func NewSelection(cfg *config.SubTaskConfig, src *config.SourceConfig) (Selection, error) {
-	caseSensitive := cfg.CaseSensitive || src.CaseSensitive
-	events, err := filter.NewEventFilter(config.WithSourceFilters(cfg.FilterRules, src.Filters, caseSensitive), caseSensitive)
-	if err != nil {
-		return Selection{}, errs.New(CodeConfig, false, "sync: subtask %q: %w", cfg.Name, err)
-	}
-	return Selection{Tables: filter.NewTables(cfg.BAList, caseSensitive), Events: events,
-		Router: filter.NewRouter(cfg.RouteRules, caseSensitive)}, nil
 }
 
 // Type is unit.TypeSync.

@@ -55,7 +55,7 @@ func (c *change) point() rowPoint { return rowPoint{loc: c.loc, row: c.row} }
 
 // ordered reports whether every change of the table goes to one apply
 // worker in binlog order and is replayed exactly through its table point.
-func (ti *tableInfo) ordered() bool { return len(ti.key) == 0 || ti.fkGroup != "" }
+func (ti *tableInfo) ordered() bool { return len(ti.Key) == 0 || ti.fkGroup != "" }
 
 // tablePointStmt records, inside a worker's batch transaction, the last
 // change of each ordered source table in batch; ok is false when the batch
@@ -69,7 +69,7 @@ next:
 			continue
 		}
 		for i, l := range last {
-			if l.table.source == c.table.source {
+			if l.table.Source == c.table.Source {
 				last[i] = c
 				continue next
 			}
@@ -88,7 +88,7 @@ next:
 			b.WriteByte(',')
 		}
 		b.WriteString("(?,?,?,?,?,?,?)")
-		args = append(args, s.task, s.source, c.table.source.Schema, c.table.source.Table, c.loc.Name, c.loc.Pos, c.row)
+		args = append(args, s.task, s.source, c.table.Source.Schema, c.table.Source.Table, c.loc.Name, c.loc.Pos, c.row)
 	}
 	return stmt{sql: b.String(), args: args}, true
 }

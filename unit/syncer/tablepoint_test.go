@@ -5,15 +5,16 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // TestTablePointStmt: a batch records the last change of each ordered
 // source table it holds (no key, or a foreign key group), keyed by the
 // source table, and nothing for keyed tables outside a group.
 func TestTablePointStmt(t *testing.T) {
-	keyed := &tableInfo{source: tableName{Schema: "db", Table: "k"}, key: []int{0}}
-	a := &tableInfo{source: tableName{Schema: "db", Table: "a"}}
-	grouped := &tableInfo{source: tableName{Schema: "db", Table: "child"}, key: []int{0}, fkGroup: "db.parent"}
+	keyed := &tableInfo{Table: &rowimage.Table{Source: tableName{Schema: "db", Table: "k"}, Key: []int{0}}}
+	a := &tableInfo{Table: &rowimage.Table{Source: tableName{Schema: "db", Table: "a"}}}
+	grouped := &tableInfo{Table: &rowimage.Table{Source: tableName{Schema: "db", Table: "child"}, Key: []int{0}}, fkGroup: "db.parent"}
 	at := func(pos uint32, row int) rowPoint {
 		return rowPoint{loc: binlog.Location{Name: "bin.000001", Pos: pos}, row: row}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/unit/unittest"
 )
@@ -91,10 +92,7 @@ func (w *workload) run(ctx context.Context, rows int64, writers int) error {
 					if ctx.Err() != nil {
 						return
 					}
-					var deadlock bool
-					if code := mysqlErrorCode(err); code == 1213 || code == 1205 || code == 1062 {
-						deadlock = true
-					}
+					deadlock := dbconn.IsLockConflict(err) || dbconn.ErrorNumber(err) == 1062 // ER_DUP_ENTRY
 					if !deadlock {
 						errc <- err
 						return

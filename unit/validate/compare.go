@@ -12,7 +12,8 @@ import (
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // CodeCompare is the code of errors reading rows from the target.
@@ -57,7 +58,7 @@ func (c *comparer) invalidate() {
 // SELECT ... WHERE <key> IN (...). It returns one rowResult per check, in
 // the same order. An error wrapping errTableGone means the target table
 // does not exist.
-func (c *comparer) compare(ctx context.Context, t *syncer.Table, checks []rowCheck) ([]rowResult, error) {
+func (c *comparer) compare(ctx context.Context, t *rowimage.Table, checks []rowCheck) ([]rowResult, error) {
 	if len(checks) == 0 {
 		return nil, nil
 	}
@@ -102,7 +103,7 @@ func (c *comparer) targetColumns(ctx context.Context, t filter.TableName) (map[s
 // selected returns the positions of t's columns to read: the key columns
 // first (in key order), then in full mode every other column the target
 // also has (a column the target lacks is not compared).
-func (c *comparer) selected(t *syncer.Table, targetCols map[string]targetColumn) []int {
+func (c *comparer) selected(t *rowimage.Table, targetCols map[string]targetColumn) []int {
 	sel := append([]int(nil), t.Key...)
 	if !c.full {
 		return sel
@@ -123,8 +124,8 @@ func (c *comparer) selected(t *syncer.Table, targetCols map[string]targetColumn)
 // exact value: floats as doubles (FLOAT alone prints 6 digits), BIT as an
 // unsigned number, ENUM and SET as index and bitmask (as the binlog has
 // them), YEAR as a number, strings as their stored bytes.
-func selectExpr(t *syncer.Table, i int) string {
-	q := filter.QuoteName(t.Columns[i])
+func selectExpr(t *rowimage.Table, i int) string {
+	q := sqlschema.QuoteName(t.Columns[i])
 	switch t.Types[i] {
 	case mysql.MYSQL_TYPE_FLOAT, mysql.MYSQL_TYPE_DOUBLE:
 		return q + "+0e0"
@@ -143,7 +144,7 @@ func selectExpr(t *syncer.Table, i int) string {
 // checks' keys: k IN (?,..) for a one-column key, (a,b) IN ((?,?),..)
 // otherwise. Values of a BINARY(n) key column get back the trailing zeros
 // the binlog dropped, or they would match nothing.
-func selectQuery(t *syncer.Table, sel []int, checks []rowCheck, cols map[string]targetColumn) (string, []any) {
+func selectQuery(t *rowimage.Table, sel []int, checks []rowCheck, cols map[string]targetColumn) (string, []any) {
 	var b strings.Builder
 	b.WriteString("SELECT ")
 	for n, i := range sel {
@@ -158,14 +159,14 @@ func selectQuery(t *syncer.Table, sel []int, checks []rowCheck, cols map[string]
 	one := "(" + strings.TrimSuffix(strings.Repeat("?,", len(t.Key)), ",") + ")"
 	if len(t.Key) == 1 {
 		one = "?"
-		b.WriteString(filter.QuoteName(t.Columns[t.Key[0]]))
+		b.WriteString(sqlschema.QuoteName(t.Columns[t.Key[0]]))
 	} else {
 		b.WriteByte('(')
 		for n, k := range t.Key {
 			if n > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(filter.QuoteName(t.Columns[k]))
+			b.WriteString(sqlschema.QuoteName(t.Columns[k]))
 		}
 		b.WriteByte(')')
 	}
@@ -177,7 +178,7 @@ func selectQuery(t *syncer.Table, sel []int, checks []rowCheck, cols map[string]
 		}
 		b.WriteString(one)
 		for m, k := range t.Key {
-			args = append(args, syncer.WhereValue(padBinary(ch.key[m], cols[strings.ToLower(t.Columns[k])]), t.Binary[k]))
+			args = append(args, rowimage.WhereValue(padBinary(ch.key[m], cols[strings.ToLower(t.Columns[k])]), t.Binary[k]))
 		}
 	}
 	b.WriteByte(')')
@@ -194,7 +195,7 @@ func padBinary(v any, col targetColumn) any {
 
 // read runs the query and returns its rows; each value is nil for NULL,
 // else the text bytes.
-func (c *comparer) read(ctx context.Context, t *syncer.Table, query string, args []any, n int) (_ [][]any, err error) {
+func (c *comparer) read(ctx context.Context, t *rowimage.Table, query string, args []any, n int) (_ [][]any, err error) {
 	defer func() {
 		if err != nil && isTableGone(err) {
 			err = fmt.Errorf("%w (%w)", errTableGone, err)
@@ -223,7 +224,7 @@ func (c *comparer) read(ctx context.Context, t *syncer.Table, query string, args
 
 // judge matches the target rows (sel columns) to the checks by key and
 // returns each check's verdict.
-func judge(t *syncer.Table, sel []int, checks []rowCheck, rows [][]any, full bool) []rowResult {
+func judge(t *rowimage.Table, sel []int, checks []rowCheck, rows [][]any, full bool) []rowResult {
 	match := matchRows(t, checks, rows)
 	out := make([]rowResult, len(checks))
 	for n, ch := range checks {
@@ -244,7 +245,7 @@ func judge(t *syncer.Table, sel []int, checks []rowCheck, rows [][]any, full boo
 
 // differs reports whether a target row (sel columns) differs from the
 // expected image want (every column) in a compared column.
-func differs(t *syncer.Table, sel []int, want []any, row []any) bool {
+func differs(t *rowimage.Table, sel []int, want []any, row []any) bool {
 	for j, i := range sel {
 		if same, known := sameFast(t, i, want[i], row[j]); known {
 			if !same {
@@ -267,7 +268,7 @@ func differs(t *syncer.Table, sel []int, want []any, row []any) bool {
 // spaces) goes to a check left over whose text key is the same ignoring
 // case and trailing spaces, so the caller sees a difference, not a missing
 // row.
-func matchRows(t *syncer.Table, checks []rowCheck, rows [][]any) []int {
+func matchRows(t *rowimage.Table, checks []rowCheck, rows [][]any) []int {
 	exact := make(map[string]int, len(rows))
 	for r, row := range rows {
 		exact[keyString(t, row[:len(t.Key)], false)] = r
@@ -304,7 +305,7 @@ func matchRows(t *syncer.Table, checks []rowCheck, rows [][]any) []int {
 
 // keyString encodes key values (Table.Key order) canonically; loose folds
 // the case and trailing spaces of text columns.
-func keyString(t *syncer.Table, key []any, loose bool) string {
+func keyString(t *rowimage.Table, key []any, loose bool) string {
 	var b strings.Builder
 	for m, k := range t.Key {
 		s, ok := canonValue(t, k, key[m])

@@ -17,9 +17,10 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/typestest"
-	"github.com/dmworker/dm-worker/unit/syncer"
 )
 
 // cmpEdgeDDL is a table of edge values the types table lacks, with a
@@ -56,7 +57,7 @@ var cmpEdgeRows = []string{
 // cmpTable is one table as the binlog describes it, with its inserted rows
 // converted as the sync unit converts them.
 type cmpTable struct {
-	t    *syncer.Table
+	t    *rowimage.Table
 	rows [][]any
 }
 
@@ -69,7 +70,7 @@ func (ct *cmpTable) cmpChecks() []rowCheck {
 	return out
 }
 
-func cmpKeyOf(t *syncer.Table, row []any) []any {
+func cmpKeyOf(t *rowimage.Table, row []any) []any {
 	key := make([]any, len(t.Key))
 	for m, k := range t.Key {
 		key[m] = row[k]
@@ -125,7 +126,7 @@ func cmpStart(t *testing.T) *cmpEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.write.Close() })
-	e.tables = cmpReadBinlog(t, src, syncer.NewTables(e.tgt, filter.NewRouter(nil, false)))
+	e.tables = cmpReadBinlog(t, src, rowimage.NewTables(e.tgt, filter.NewRouter(nil, false)))
 	for _, ct := range e.tables {
 		for _, r := range ct.rows {
 			e.put(t, ct, r)
@@ -136,7 +137,7 @@ func cmpStart(t *testing.T) *cmpEnv {
 
 // cmpReadBinlog decodes the source's binlog files as the sync unit does and
 // collects the converted rows of the app tables' inserts.
-func cmpReadBinlog(t *testing.T, src *mariadbtest.Instance, tables *syncer.Tables) map[string]*cmpTable {
+func cmpReadBinlog(t *testing.T, src *mariadbtest.Instance, tables *rowimage.Tables) map[string]*cmpTable {
 	files, err := filepath.Glob(filepath.Join(src.Dir(), "mariadb-bin.[0-9]*"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("source binlog files in %s: %v %v", src.Dir(), files, err)
@@ -189,7 +190,7 @@ func (e *cmpEnv) put(t *testing.T, ct *cmpTable, row []any) {
 	t.Helper()
 	cols := make([]string, len(ct.t.Columns))
 	for i, c := range ct.t.Columns {
-		cols[i] = filter.QuoteName(c)
+		cols[i] = sqlschema.QuoteName(c)
 	}
 	vals := slices.Clone(row)
 	q := "REPLACE INTO " + ct.t.Target.String() + " (" + strings.Join(cols, ",") + ") VALUES (" +
@@ -213,7 +214,7 @@ func (e *cmpEnv) exec(t *testing.T, q string) {
 }
 
 // cmpKinds runs compare and returns the kinds.
-func cmpKinds(t *testing.T, c *comparer, tb *syncer.Table, checks []rowCheck) ([]string, []rowResult) {
+func cmpKinds(t *testing.T, c *comparer, tb *rowimage.Table, checks []rowCheck) ([]string, []rowResult) {
 	t.Helper()
 	res, err := c.compare(t.Context(), tb, checks)
 	if err != nil {
@@ -357,12 +358,12 @@ func cmpStr(p *string) string {
 }
 
 // cmpWhere matches row's key as the sync unit does.
-func cmpWhere(t *syncer.Table, row []any) (string, []any) {
+func cmpWhere(t *rowimage.Table, row []any) (string, []any) {
 	var parts []string
 	var args []any
 	for _, k := range t.Key {
-		parts = append(parts, filter.QuoteName(t.Columns[k])+"=?")
-		args = append(args, syncer.WhereValue(row[k], t.Binary[k]))
+		parts = append(parts, sqlschema.QuoteName(t.Columns[k])+"=?")
+		args = append(args, rowimage.WhereValue(row[k], t.Binary[k]))
 	}
 	return strings.Join(parts, " AND "), args
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/shopspring/decimal"
 
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // isStringType reports whether a binlog type holds strings or bytes (CHAR,
@@ -41,7 +41,7 @@ func isTemporalType(typ byte) bool {
 // equal column values have equal texts: v is either a converted binlog
 // value or the bytes the comparer's SELECT expression returned. ok is
 // false for NULL.
-func canonValue(t *syncer.Table, i int, v any) (_ string, ok bool) {
+func canonValue(t *rowimage.Table, i int, v any) (_ string, ok bool) {
 	if v == nil {
 		return "", false
 	}
@@ -164,7 +164,7 @@ func canonNumbers(v any) any {
 // displayRow renders converted values of t's columns (every column, in
 // t.Columns order) as the JSON object shown to operators: column name to
 // string, or null for NULL; bytes of binary columns as "0x" + hex.
-func displayRow(t *syncer.Table, vals []any) json.RawMessage {
+func displayRow(t *rowimage.Table, vals []any) json.RawMessage {
 	idx := make([]int, len(t.Columns))
 	for i := range idx {
 		idx[i] = i
@@ -174,13 +174,13 @@ func displayRow(t *syncer.Table, vals []any) json.RawMessage {
 
 // keyJSON renders key values (t.Key order) as displayRow does, as the
 // object of key column to value.
-func keyJSON(t *syncer.Table, key []any) json.RawMessage {
+func keyJSON(t *rowimage.Table, key []any) json.RawMessage {
 	return displayCols(t, t.Key, key)
 }
 
 // displayCols renders vals, the values of t's columns idx (same order), as
 // a JSON object in that order.
-func displayCols(t *syncer.Table, idx []int, vals []any) json.RawMessage {
+func displayCols(t *rowimage.Table, idx []int, vals []any) json.RawMessage {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -207,7 +207,7 @@ func displayCols(t *syncer.Table, idx []int, vals []any) json.RawMessage {
 // of a binary column in hex, JSON as it is, other values in their
 // canonical form (see canonValue), so both sides of an equal value show
 // the same text.
-func displayValue(t *syncer.Table, i int, v any) string {
+func displayValue(t *rowimage.Table, i int, v any) string {
 	typ := t.Types[i]
 	if typ == mysql.MYSQL_TYPE_JSON {
 		return text(v)
@@ -223,7 +223,7 @@ func displayValue(t *syncer.Table, i int, v any) string {
 // strings and bytes (CHAR and BINARY(n) without their padding) and
 // integers. known is false for every other case, which canonValue
 // decides. got is the target's text (nil for NULL).
-func sameFast(t *syncer.Table, i int, want, got any) (same, known bool) {
+func sameFast(t *rowimage.Table, i int, want, got any) (same, known bool) {
 	g, isBytes := got.([]byte)
 	if want == nil || got == nil {
 		return want == nil && got == nil, true

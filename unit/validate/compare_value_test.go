@@ -5,14 +5,14 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // TestCompareCanonValue covers what MariaDB cannot produce here: MySQL's
 // JSON type (245), whose text forms differ by key order, spacing and
 // number spelling; and canonical forms of the other types.
 func TestCompareCanonValue(t *testing.T) {
-	tb := &syncer.Table{Columns: []string{"c"}, Unsigned: []bool{false}, Binary: []bool{false}}
+	tb := &rowimage.Table{Columns: []string{"c"}, Unsigned: []bool{false}, Binary: []bool{false}}
 	tenth, fifth := 0.1, 0.2 // variables: a constant 0.1 + 0.2 is exactly 0.3
 	cases := []struct {
 		typ    byte

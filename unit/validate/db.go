@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // openPool opens a validator pool to the target (the comparer's) or the
@@ -78,8 +77,8 @@ const (
 // isTableGone reports whether err is the server saying the table or its
 // database does not exist.
 func isTableGone(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == errNoSuchTable || me.Number == errBadDB)
+	n := dbconn.ErrorNumber(err)
+	return n == errNoSuchTable || n == errBadDB
 }
 
 // targetColumn is what the comparer needs of a target column.
@@ -91,23 +90,19 @@ type targetColumn struct {
 
 // readTargetColumns returns the target table's columns by lower-cased
 // name; none when the table does not exist.
-func readTargetColumns(ctx context.Context, db *sql.DB, t filter.TableName) (_ map[string]targetColumn, err error) {
-	rows, err := db.QueryContext(ctx, "SELECT COLUMN_NAME, IF(DATA_TYPE = 'binary', CHARACTER_OCTET_LENGTH, 0) "+
-		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", t.Schema, t.Table)
+func readTargetColumns(ctx context.Context, db *sql.DB, t filter.TableName) (map[string]targetColumn, error) {
+	tt, err := sqlschema.ReadTable(ctx, db, t.Schema, t.Table)
+	if errors.Is(err, sqlschema.ErrTableNotFound) {
+		return map[string]targetColumn{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, rows.Close()) }()
-	cols := map[string]targetColumn{}
-	for rows.Next() {
-		var name string
-		var col targetColumn
-		if err := rows.Scan(&name, &col.binaryLen); err != nil {
-			return nil, err
-		}
-		cols[strings.ToLower(name)] = col
+	cols := make(map[string]targetColumn, len(tt.Columns))
+	for _, c := range tt.Columns {
+		cols[strings.ToLower(c.Name)] = targetColumn{binaryLen: c.Length}
 	}
-	return cols, rows.Err()
+	return cols, nil
 }
 
 // copyRow copies the columns the driver scanned (valid until the next

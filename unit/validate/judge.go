@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // job is one row to check, as it was when it was picked: the worker must
@@ -18,7 +18,7 @@ import (
 type job struct {
 	e       *entry
 	version uint64
-	table   *syncer.Table
+	table   *rowimage.Table
 	key     []any
 	want    []any
 	loc     binlog.Location
@@ -26,7 +26,7 @@ type job struct {
 
 // batch is rows of one table checked with one target query.
 type batch struct {
-	table *syncer.Table
+	table *rowimage.Table
 	jobs  []job
 }
 
@@ -62,7 +62,7 @@ func (r *run) judge(ctx context.Context, work chan<- batch) error {
 // group splits jobs into batches of at most batchRows rows of one table.
 func group(jobs []job) []batch {
 	var out []batch
-	open := map[*syncer.Table]int{} // table -> index of its open batch in out
+	open := map[*rowimage.Table]int{} // table -> index of its open batch in out
 	for _, j := range jobs {
 		t := j.table
 		i, ok := open[t]
@@ -156,7 +156,7 @@ func (r *run) dropStale(ctx context.Context, b batch, checks []rowCheck, results
 
 // report stores the errors of rows that failed for row-error-delay, then
 // drops the rows from the pending set.
-func (r *run) report(ctx context.Context, t *syncer.Table, reports []settled) error {
+func (r *run) report(ctx context.Context, t *rowimage.Table, reports []settled) error {
 	now := time.Now().UTC()
 	recs := make([]ErrorRecord, len(reports))
 	jobs := make([]job, len(reports))

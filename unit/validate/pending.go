@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // entry is one row key whose newest change has not been judged yet.
 type entry struct {
 	id    string // source table + key, the map key
-	table *syncer.Table
+	table *rowimage.Table
 	key   []any
 	want  []any // newest row image; nil when the newest change deleted the row
 	// loc is the end of the rows event of the newest change: the sync unit
@@ -74,7 +74,7 @@ func newPendingSet(limit int) *pendingSet {
 // change is one row change read from the binlog.
 type change struct {
 	id        string
-	table     *syncer.Table
+	table     *rowimage.Table
 	key, want []any
 	loc       binlog.Location
 	since     binlog.Location

@@ -12,7 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // idleTick is how long the reader waits for an event before it publishes
@@ -22,7 +22,7 @@ const idleTick = 200 * time.Millisecond
 // reader reads the binlog into the pending set; one goroutine uses it.
 type reader struct {
 	*run
-	tables  *syncer.Tables
+	tables  *rowimage.Tables
 	tr      *binlog.Tracker
 	silence time.Duration
 	// txnSince is the boundary before the open transaction, once one of
@@ -105,7 +105,7 @@ func (rd *reader) publish(force bool) {
 func (rd *reader) ddl(e *replication.QueryEvent) {
 	rd.tables.Invalidate()
 	rd.cmp.invalidate()
-	tables, dbs := syncer.RowsRemovedBy(string(e.Schema), string(e.Query))
+	tables, dbs := rowsRemovedBy(string(e.Schema), string(e.Query))
 	if len(tables) == 0 && len(dbs) == 0 {
 		return
 	}
@@ -165,9 +165,9 @@ func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repl
 // yet: the reader then waits for the sync unit to apply everything before
 // the event (the DDL included) and looks again. A table still not
 // resolvable is not checked (nil, nil; logged and listed in status).
-func (rd *reader) table(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) (*syncer.Table, error) {
+func (rd *reader) table(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) (*rowimage.Table, error) {
 	t, err := rd.tables.Get(ctx, e.Table)
-	if errs.Code(err) != syncer.CodeTableInfo {
+	if errs.Code(err) != rowimage.CodeTableInfo {
 		return t, err
 	}
 	start := binlog.Location{Name: rd.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize}
@@ -176,7 +176,7 @@ func (rd *reader) table(ctx context.Context, ev *replication.BinlogEvent, e *rep
 	}
 	rd.tables.Invalidate()
 	t, err = rd.tables.Get(ctx, e.Table)
-	if errs.Code(err) != syncer.CodeTableInfo {
+	if errs.Code(err) != rowimage.CodeTableInfo {
 		return t, err
 	}
 	name := filter.TableName{Schema: string(e.Table.Schema), Table: string(e.Table.Table)}.String()
@@ -204,7 +204,7 @@ func (rd *reader) waitApplied(ctx context.Context, loc binlog.Location) error {
 // changes turns the rows of one event into changes: the newest image of
 // each key, or its absence. An update that changes the key deletes the
 // old key.
-func (rd *reader) changes(t *syncer.Table, kind binlog.RowsKind, rows [][]any, loc binlog.Location,
+func (rd *reader) changes(t *rowimage.Table, kind binlog.RowsKind, rows [][]any, loc binlog.Location,
 	at time.Time) ([]change, error) {
 	step := 1
 	if kind == binlog.RowsUpdate {
@@ -246,7 +246,7 @@ func (rd *reader) changes(t *syncer.Table, kind binlog.RowsKind, rows [][]any, l
 
 // noKey records, once per table, that rows of a table without a primary or
 // NOT NULL unique key cannot be checked.
-func (rd *reader) noKey(t *syncer.Table) {
+func (rd *reader) noKey(t *rowimage.Table) {
 	name := t.Source.String()
 	if rd.skip == nil {
 		rd.skip = map[string]bool{}
@@ -281,7 +281,7 @@ func eventName(k binlog.RowsKind) string {
 }
 
 // keyOf returns the key values of a converted row image.
-func keyOf(t *syncer.Table, image []any) []any {
+func keyOf(t *rowimage.Table, image []any) []any {
 	key := make([]any, len(t.Key))
 	for i, c := range t.Key {
 		key[i] = image[c]
@@ -291,7 +291,7 @@ func keyOf(t *syncer.Table, image []any) []any {
 
 // rowID names a row of a converted row image: its source table and an
 // exact encoding of its key.
-func rowID(t *syncer.Table, image []any) string {
+func rowID(t *rowimage.Table, image []any) string {
 	var buf [128]byte
 	b := append(buf[:0], t.Source.Schema...)
 	b = append(b, 0)

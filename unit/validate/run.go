@@ -16,7 +16,8 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/unit/syncer"
+	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // Timing of a run.
@@ -47,7 +48,7 @@ type run struct {
 	srcEP  *dbconn.Endpoint
 	srcDB  *sql.DB
 	pend   *pendingSet
-	sel    syncer.Selection
+	sel    filter.Selection
 	// retryEvery is how long a failed row waits before its recheck.
 	retryEvery time.Duration
 	yield      *yielder
@@ -111,7 +112,7 @@ func (v *Validator) runOnce(ctx context.Context) error {
 		retryEvery: min(max(v.delay/10, 100*time.Millisecond), 10*time.Second), readLoc: start, boundary: start,
 		yield: newYielder(v.sync)}
 	r.checked.Store(checked)
-	if r.sel, err = syncer.NewSelection(v.cfg, v.src); err != nil {
+	if r.sel, err = filter.NewSelection(v.cfg, v.src); err != nil {
 		return errs.New(CodeConfig, false, "validate: %w", err)
 	}
 	if r.srcEP, r.srcDB, err = v.open(v.src.From, dbconn.SourceRef(v.src.SourceID), 2); err != nil {
@@ -119,7 +120,7 @@ func (v *Validator) runOnce(ctx context.Context) error {
 	}
 	defer closeDB(r.srcDB, v.logger)
 	r.srcCmp = newComparer(r.srcDB, v.full)
-	return r.run(ctx, start, syncer.NewTables(db, r.sel.Router))
+	return r.run(ctx, start, rowimage.NewTables(db, r.sel.Router))
 }
 
 // loadStore prepares the meta tables, loads the error counts and makes st
@@ -181,7 +182,7 @@ func (r *run) streamOpener(ctx context.Context) (binlog.StreamOpener, string, ti
 // run reads from start until ctx ends or something fails, with the judge,
 // the workers and the checkpoint saver beside it; at the end it saves the
 // checkpoint once more.
-func (r *run) run(ctx context.Context, start binlog.Location, tables *syncer.Tables) error {
+func (r *run) run(ctx context.Context, start binlog.Location, tables *rowimage.Tables) error {
 	opener, flavor, silence, err := r.streamOpener(ctx)
 	if err != nil {
 		return err

@@ -10,11 +10,10 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
-	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/validate/validmeta"
 )
 
@@ -53,13 +52,13 @@ func newStore(db *sql.DB, schema, task, source string) *store {
 
 // table returns the quoted name of one of the validator's tables.
 func (s *store) table(name string) string {
-	return syncmeta.QuoteName(s.schema) + "." + syncmeta.QuoteName(name)
+	return sqlschema.QuoteName(s.schema) + "." + sqlschema.QuoteName(name)
 }
 
 // storeErr wraps a database failure about what (e.g. "load checkpoint").
 func (s *store) storeErr(err error, what string) error {
 	return errs.Wrap(err, CodeStore, "validate: %s of task %q source %q in meta schema %s",
-		what, s.task, s.source, syncmeta.QuoteName(s.schema))
+		what, s.task, s.source, sqlschema.QuoteName(s.schema))
 }
 
 // prepare creates the meta schema and the validator's tables when missing.
@@ -138,19 +137,13 @@ func (s *store) report(ctx context.Context, recs []ErrorRecord) (added int, err 
 	defer s.reportMu.Unlock()
 	// Another process writing the same table (a second worker's validator
 	// of the task) can still deadlock with us: InnoDB rolled the
-	// transaction back, so it is simply run again.
-	for attempt := 1; ; attempt++ {
+	// transaction back, so it is run again under the one lock-conflict
+	// policy.
+	err = dbconn.RetryLockConflict(ctx, func() error {
 		added, err = s.reportTx(ctx, rows)
-		if attempt == 3 || !isDeadlock(err) {
-			return added, err
-		}
-	}
-}
-
-// isDeadlock reports whether err is InnoDB's deadlock or lock wait timeout.
-func isDeadlock(err error) bool {
-	var myErr *mysql.MySQLError
-	return errors.As(err, &myErr) && (myErr.Number == 1213 || myErr.Number == 1205)
+		return err
+	}, nil)
+	return added, err
 }
 
 // reportTx is one transaction of report.

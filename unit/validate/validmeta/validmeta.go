@@ -11,7 +11,8 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
+	"github.com/dmworker/dm-worker/pkg/metaschema"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // The validator's tables in the meta schema; both are shared by every task
@@ -31,7 +32,7 @@ const (
 var Tables = []string{CheckpointTable, ErrorTable}
 
 // Removed is what RemoveTask deleted from one table.
-type Removed = syncmeta.Removed
+type Removed = metaschema.Removed
 
 // CreateStatements returns the statements that create schema and the
 // validator's tables in it when missing; the validator runs them before it
@@ -43,9 +44,9 @@ type Removed = syncmeta.Removed
 // name or key, and a restart that judges the same change again finds the
 // error it already stored.
 func CreateStatements(schema string) []string {
-	table := func(name string) string { return syncmeta.QuoteName(schema) + "." + syncmeta.QuoteName(name) }
+	table := func(name string) string { return sqlschema.QuoteName(schema) + "." + sqlschema.QuoteName(name) }
 	return []string{
-		"CREATE DATABASE IF NOT EXISTS " + syncmeta.QuoteName(schema),
+		"CREATE DATABASE IF NOT EXISTS " + sqlschema.QuoteName(schema),
 		"CREATE TABLE IF NOT EXISTS " + table(CheckpointTable) + ` (
   task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
   binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, binlog_gtid TEXT NOT NULL,
@@ -73,5 +74,5 @@ func CreateStatements(schema string) []string {
 // it deleted from each table that held rows of the task. Missing tables
 // are skipped; rows of other tasks stay.
 func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) ([]Removed, error) {
-	return syncmeta.RemoveTaskRows(ctx, db, schema, task, Tables)
+	return metaschema.RemoveTaskRows(ctx, db, schema, task, Tables)
 }

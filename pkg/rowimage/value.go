@@ -1,4 +1,4 @@
-package syncer
+package rowimage
 
 import (
 	"strconv"
@@ -9,13 +9,13 @@ import (
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
-// convertValue turns a value decoded from a row image into a query
+// ConvertValue turns a value decoded from a row image into a query
 // argument that writes exactly the same value: unsigned integers (decoded
 // as signed) are reinterpreted, decimals keep every digit, strings are
 // passed as bytes (so the column's own charset reads them), BIT values
 // become unsigned. Times arrive as strings (ParseTime off, TIMESTAMP in
 // UTC, which target sessions use too).
-func convertValue(v any, typ byte, unsigned bool) any {
+func ConvertValue(v any, typ byte, unsigned bool) any {
 	switch x := v.(type) {
 	case nil:
 		return nil
@@ -63,60 +63,60 @@ func convertValue(v any, typ byte, unsigned bool) any {
 	}
 }
 
-// whereArg is the WHERE form of column i's converted value: whereValue,
+// WhereArg is the WHERE form of column i's converted value: WhereValue,
 // and a BINARY(n) value padded with 0x00 to n bytes, which the binlog strips
 // and without which `k = value` does not match the stored bytes.
-func (ti *tableInfo) whereArg(v any, i int) any {
-	if n := ti.fixedLen(i); n > 0 {
+func (t *Table) WhereArg(v any, i int) any {
+	if n := t.fixedLen(i); n > 0 {
 		if b, ok := v.([]byte); ok && len(b) < n {
 			return append(append(make([]byte, 0, n), b...), make([]byte, n-len(b))...)
 		}
 	}
-	return whereValue(v, ti.binary[i])
+	return WhereValue(v, t.Binary[i])
 }
 
-// whereValue is the form of a converted value in a WHERE clause: text
+// WhereValue is the form of a converted value in a WHERE clause: text
 // columns compare as text (so the column's collation and index apply),
 // binary columns as bytes.
-func whereValue(v any, binary bool) any {
+func WhereValue(v any, binary bool) any {
 	if b, ok := v.([]byte); ok && !binary {
 		return string(b)
 	}
 	return v
 }
 
-// convertRow converts one row image of the table from binlog values to
-// the values the apply path writes; the image must hold every column.
-func (ti *tableInfo) convertRow(row []any) ([]any, error) {
-	if len(row) != len(ti.columns) {
+// ConvertRow converts one row image of the table from binlog values to
+// the values written to the target; the image must hold every column.
+func (t *Table) ConvertRow(row []any) ([]any, error) {
+	if len(row) != len(t.Columns) {
 		return nil, errs.New(CodeTableInfo, false,
 			"sync: table %s: row image has %d of %d columns; the source needs binlog_row_image=FULL",
-			ti.source, len(row), len(ti.columns))
+			t.Source, len(row), len(t.Columns))
 	}
 	out := make([]any, len(row))
 	for i, v := range row {
-		out[i] = convertValue(v, ti.types[i], ti.unsigned[i])
+		out[i] = ConvertValue(v, t.Types[i], t.Unsigned[i])
 	}
 	return out, nil
 }
 
-// convertRowInPlace is convertRow writing the converted values over row,
-// for the read loop, which owns the decoded rows event and keeps nothing
-// else of it.
-func (ti *tableInfo) convertRowInPlace(row []any) ([]any, error) {
-	if len(row) != len(ti.columns) {
-		return ti.convertRow(row) // the same error
+// ConvertRowInPlace is ConvertRow writing the converted values over row,
+// for a reader that owns the decoded rows event and keeps nothing else of
+// it.
+func (t *Table) ConvertRowInPlace(row []any) ([]any, error) {
+	if len(row) != len(t.Columns) {
+		return t.ConvertRow(row) // the same error
 	}
 	for i, v := range row {
-		row[i] = convertValue(v, ti.types[i], ti.unsigned[i])
+		row[i] = ConvertValue(v, t.Types[i], t.Unsigned[i])
 	}
 	return row, nil
 }
 
-// fixedLen is fixed[i], 0 when the info has no fixed lengths.
-func (ti *tableInfo) fixedLen(i int) int {
-	if i < len(ti.fixed) {
-		return ti.fixed[i]
+// fixedLen is Fixed[i], 0 when the table has no fixed lengths.
+func (t *Table) fixedLen(i int) int {
+	if i < len(t.Fixed) {
+		return t.Fixed[i]
 	}
 	return 0
 }
