@@ -14,10 +14,6 @@ type TableName struct {
 // String is the quoted form `schema`.`table`.
 func (t TableName) String() string { return sqlschema.QuoteTable(t.Schema, t.Table) }
 
-// QuoteName is sqlschema.QuoteName, kept until unit/syncer moves over
-// (unit/validate still calls it); new code calls sqlschema.QuoteName.
-func QuoteName(s string) string { return sqlschema.QuoteName(s) }
-
 // Router maps source tables to target tables. Table-level rules (with a
 // table pattern) win over schema-level ones; the first matching rule of a
 // level wins; unmatched tables keep their names. A rule with an empty

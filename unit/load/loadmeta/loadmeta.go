@@ -10,7 +10,8 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
+	"github.com/dmworker/dm-worker/pkg/metaschema"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // The load unit's tables in the meta schema.
@@ -28,14 +29,14 @@ const (
 var Tables = []string{CheckpointTable, StatusTable}
 
 // Removed is what RemoveTask deleted from one table.
-type Removed = syncmeta.Removed
+type Removed = metaschema.Removed
 
 // CreateStatements returns the statements that create schema and the load
 // unit's tables in it when missing; the load unit runs them in Init.
 func CreateStatements(schema string) []string {
-	table := func(name string) string { return syncmeta.QuoteName(schema) + "." + syncmeta.QuoteName(name) }
+	table := func(name string) string { return sqlschema.QuoteName(schema) + "." + sqlschema.QuoteName(name) }
 	return []string{
-		"CREATE DATABASE IF NOT EXISTS " + syncmeta.QuoteName(schema),
+		"CREATE DATABASE IF NOT EXISTS " + sqlschema.QuoteName(schema),
 		"CREATE TABLE IF NOT EXISTS " + table(CheckpointTable) + ` (
   task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL, dump_id VARCHAR(64) NOT NULL,
   chunk_file VARCHAR(255) NOT NULL, table_schema VARCHAR(64) NOT NULL, table_name VARCHAR(64) NOT NULL,
@@ -56,5 +57,5 @@ func CreateStatements(schema string) []string {
 // are skipped; rows of other tasks stay. The loaded rows of the task's
 // tables are not touched: clean those before loading again.
 func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) ([]Removed, error) {
-	return syncmeta.RemoveTaskRows(ctx, db, schema, task, Tables)
+	return metaschema.RemoveTaskRows(ctx, db, schema, task, Tables)
 }

@@ -58,24 +58,12 @@ func CreateStatements(schema string) []string {
 // Removed is what RemoveTask deleted from one table.
 type Removed = metaschema.Removed
 
-// QuoteName quotes an identifier with backticks.
-//
-// Deprecated: use sqlschema.QuoteName; this forwards to it until the last
-// caller outside the sync unit (unit/load/loadmeta) has moved.
-func QuoteName(s string) string { return sqlschema.QuoteName(s) }
-
-// RemoveTaskRows is metaschema.RemoveTaskRows, kept for the units that
-// still call it here (loadmeta).
-func RemoveTaskRows(ctx context.Context, db *sql.DB, schema, task string, tables []string) ([]Removed, error) {
-	return metaschema.RemoveTaskRows(ctx, db, schema, task, tables)
-}
-
 // RemoveTask deletes every row of task (all sources) from the sync unit's
 // tables in schema on the target db, in one transaction, and returns what
 // it deleted from each table that held rows of the task. Missing tables
 // are skipped; rows of other tasks stay.
 func RemoveTask(ctx context.Context, db *sql.DB, schema, task string) ([]Removed, error) {
-	return RemoveTaskRows(ctx, db, schema, task, Tables)
+	return metaschema.RemoveTaskRows(ctx, db, schema, task, Tables)
 }
 
 // TaskSources returns the sources that have a checkpoint of task in
