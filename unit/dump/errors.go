@@ -20,7 +20,6 @@ const (
 	erDBAccessDenied        = 1044 // ER_DBACCESS_DENIED_ERROR
 	erAccessDenied          = 1045 // ER_ACCESS_DENIED_ERROR
 	erSpecificAccessDenied  = 1227 // ER_SPECIFIC_ACCESS_DENIED_ERROR (no RELOAD)
-	erLockWaitTimeout       = 1205 // ER_LOCK_WAIT_TIMEOUT
 	erTableDefChanged       = 1412 // ER_TABLE_DEF_CHANGED
 	erUnknownSystemVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE (MySQL has no @@gtid_binlog_pos)
 )

@@ -147,7 +147,7 @@ func lockRefused(err error, lockWait time.Duration) string {
 	switch dbconn.ErrorNumber(err) {
 	case erSpecificAccessDenied, erAccessDenied, erDBAccessDenied:
 		return "the source user lacks the RELOAD privilege"
-	case erLockWaitTimeout:
+	case dbconn.ErLockWaitTimeout:
 		return fmt.Sprintf("a running statement kept the lock waiting for more than %v", lockWait)
 	}
 	return ""
