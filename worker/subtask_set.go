@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"maps"
 	"sync"
 
@@ -28,6 +29,9 @@ type subTaskReconciler struct {
 	// enabled reports whether subtask handling is on; reconciles do nothing
 	// while it is off.
 	enabled func() bool
+	// life is the SourceWorker's context (set by its Start, before any
+	// reconcile): its end cancels every subtask's pipeline.
+	life context.Context
 	// bad are subtask keys whose task names are invalid, for status.
 	bad *badKeys
 
@@ -54,7 +58,7 @@ func newSubTaskReconciler(cfg SourceWorkerConfig, log *zap.Logger, enabled func(
 		source: cfg.Source.SourceID, store: cfg.Store, factory: cfg.Factory, secretKey: cfg.SecretKey,
 		clock: cfg.Clock, log: log, enabled: enabled,
 		bad:   newBadKeys(cfg.Clock.Now),
-		tasks: newLocalSet[*taskState](cfg.Clock),
+		tasks: newLocalSet[*taskState](cfg.Clock, "subtask"),
 		warns: make(map[string]errs.Error),
 	}
 }
@@ -113,15 +117,9 @@ func (r *subTaskReconciler) remove(name string, ts *taskState) {
 	ts.st.Close()
 }
 
-// removeAll removes every subtask and stops them concurrently with stop.
-func (r *subTaskReconciler) removeAll(stop func(*SubTask)) {
-	var wg sync.WaitGroup
-	r.removeAllAsync(&wg, stop)
-	wg.Wait()
-}
-
 // removeAllAsync removes every subtask and what is recorded about the
-// tasks, and stops the subtasks concurrently; the caller waits on wg.
+// tasks, seals the set (a reconcile can add none after it) and stops the
+// subtasks concurrently; the caller waits on wg.
 func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTask)) {
 	tasks := r.tasks.takeAll()
 	r.mu.Lock()
