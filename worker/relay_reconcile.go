@@ -38,9 +38,9 @@ type relayReconciler struct {
 
 	mu sync.Mutex // guards the fields below
 	r  RelayHolder
-	// sealed is set by disable and cleared by enable: a holder created
-	// meanwhile is closed again instead of kept.
-	sealed bool
+	// sealStop is set by disable and cleared by enable: a holder created
+	// meanwhile is stopped with it (Close or Kill) instead of kept.
+	sealStop func(RelayHolder)
 	// err is the control-plane error of the relay (malformed stage, create
 	// failed); warn the unknown fields of its stage value.
 	err, warn *errs.Error
@@ -73,17 +73,18 @@ func (r *relayReconciler) holder() RelayHolder {
 func (r *relayReconciler) enable() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sealed = false
+	r.sealStop = nil
 }
 
 // disable seals the reconciler (a holder a reconcile creates meanwhile is
-// closed again), forgets the holder and what is recorded about the relay,
-// and returns the holder for the caller to stop (nil when there was none).
-func (r *relayReconciler) disable() RelayHolder {
+// stopped with stop), forgets the holder and what is recorded about the
+// relay, and returns the holder for the caller to stop with stop (nil
+// when there was none).
+func (r *relayReconciler) disable(stop func(RelayHolder)) RelayHolder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.r
-	r.r, r.err, r.warn, r.stageRev, r.sealed = nil, nil, nil, 0, true
+	r.r, r.err, r.warn, r.stageRev, r.sealStop = nil, nil, nil, 0, stop
 	return h
 }
 
@@ -190,14 +191,14 @@ func (r *relayReconciler) create() (RelayHolder, error) {
 	}
 	h.AddPurgeBlocker(r.blocker)
 	r.mu.Lock()
-	sealed := r.sealed
-	if !sealed {
+	sealStop := r.sealStop
+	if sealStop == nil {
 		r.r = h
 	}
 	r.mu.Unlock()
-	if sealed {
-		h.Close()
-		r.log.Info("relay not created: relay handling was disabled meanwhile")
+	if sealStop != nil {
+		sealStop(h)
+		r.log.Info("relay not kept: relay handling was disabled meanwhile")
 		return nil, nil
 	}
 	r.log.Info("relay created")

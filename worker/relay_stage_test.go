@@ -21,14 +21,16 @@ import (
 // fakeRelay is a RelayHolder whose pull is a test-controlled goroutine on
 // the shared lifecycle and bgWork, as FileRelay's is: the real relay cannot
 // be made to fail on command. Each run of the pull counts in runs and
-// returns the error sent on fail, or nil when cancelled.
+// returns failing at once when set, else the error sent on fail, or nil
+// when cancelled.
 type fakeRelay struct {
 	lifecycle
 	pull bgWork
 	fail chan error
 
-	mu   sync.Mutex // guards runs
-	runs int
+	mu      sync.Mutex // guards the fields below
+	runs    int
+	failing error
 }
 
 var _ RelayHolder = (*fakeRelay)(nil)
@@ -71,7 +73,11 @@ func (h *fakeRelay) run(ctx context.Context) {
 	h.runWork(ctx, &h.pull, RealClock{}, func(ctx context.Context) error {
 		h.mu.Lock()
 		h.runs++
+		failing := h.failing
 		h.mu.Unlock()
+		if failing != nil {
+			return failing
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -111,6 +117,14 @@ func (h *fakeRelay) Reader() binlog.StreamOpener   { return nil }
 func (h *fakeRelay) AddPurgeBlocker(relay.Blocker) {}
 func (h *fakeRelay) Purge(context.Context, PurgeRequest) ([]string, error) {
 	return nil, nil
+}
+
+// failAlways makes every run of the pull fail at once with err (nil:
+// none does).
+func (h *fakeRelay) failAlways(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.failing = err
 }
 
 func (h *fakeRelay) runCount() int {
@@ -182,7 +196,13 @@ func TestRelayPausedByErrorThenByMasterStaysPaused(t *testing.T) {
 	h := e.onlyRelay()
 	testutil.Eventually(t, 10*time.Second, "relay Running", func() error { return e.relayIs(h, stage.Running, false) })
 
-	h.fail <- errs.New("test-source-gone", true, "source connection lost")
+	// The first run fails, and every auto-resume after it fails again at
+	// once: the relay is paused by the error all but a moment of each
+	// backoff. The first run has read failing (nil) once it counted.
+	testutil.WaitFor(t, 10*time.Second, "the pull to run", func() bool { return h.runCount() == 1 })
+	lost := errs.New("test-source-gone", true, "source connection lost")
+	h.fail <- lost
+	h.failAlways(lost)
 	testutil.Eventually(t, 10*time.Second, "relay paused by the error", func() error {
 		if !h.Result().Resumable() {
 			return fmt.Errorf("result %+v, want a resumable error", h.Result())
@@ -190,9 +210,6 @@ func TestRelayPausedByErrorThenByMasterStaysPaused(t *testing.T) {
 		return e.relayIs(h, stage.Paused, false)
 	})
 	e.putRelay(stage.Paused)
-	// Reconciled within the checker's backoff usually; when not, the
-	// checker resumed it first and the master's Paused pauses it from
-	// Running: explicitly paused either way.
 	testutil.Eventually(t, 10*time.Second, "relay paused by the master", func() error { return e.relayIs(h, stage.Paused, true) })
 	runs := h.runCount()
 	testutil.Consistently(t, 4*backoff, "relay left paused by the checker", func() error {
@@ -203,6 +220,7 @@ func TestRelayPausedByErrorThenByMasterStaysPaused(t *testing.T) {
 	})
 
 	// The master's Running resumes it.
+	h.failAlways(nil)
 	e.putRelay(stage.Running)
 	testutil.Eventually(t, 10*time.Second, "relay resumed by the master", func() error {
 		if n := h.runCount(); n != runs+1 {

@@ -201,7 +201,7 @@ func (w *SourceWorker) DisableRelay() {
 	if !w.stopWatches(&w.relayWatches) {
 		return
 	}
-	if r := w.relay.disable(); r != nil {
+	if r := w.relay.disable(RelayHolder.Close); r != nil {
 		r.Close()
 	}
 }
@@ -261,7 +261,7 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 		w.closeStreams()
 	}()
 	wg.Wait()
-	if r := w.relay.disable(); r != nil {
+	if r := w.relay.disable(stopRelay); r != nil {
 		stopRelay(r)
 	}
 	if w.endLife != nil {

@@ -195,26 +195,36 @@ func (r *streamReconciler) deploy(ctx context.Context, name string, ss *streamSt
 		log.Info("stream config changed: stopping, saving and restarting it with the new config")
 		r.remove(name, ss)
 	}
+	// The holder is put first: once the shutdown sweep has sealed the set,
+	// the meta record is left as the stopped holder saved it (rewriting it
+	// from a read made now could roll its checkpoint back).
+	nss := &streamState{h: newStreamHolder(item.Config, r.holderDeps()), configRev: item.ConfigRevision}
+	if err := r.streams.put(name, nss); err != nil {
+		nss.h.Close()
+		log.Info("stream not deployed", zap.Error(err))
+		return nil, nil
+	}
+	undo := func() {
+		r.streams.forget(name, nss)
+		nss.h.Close()
+	}
 	rec, found, err := r.rt.Meta.Get(name)
 	if err != nil {
+		undo()
 		r.setErr(name, errs.Wrap(err, CodeStreamMetaUnavailable, "stream %q: read its meta record", name))
 		return nil, nil
 	}
 	if !found {
 		rec = stream.Record{Name: name}
 		if rec.Checkpoint, err = r.mirroredCheckpoint(ctx, name); err != nil {
+			undo()
 			return nil, err
 		}
 	}
 	rec.Config, rec.ConfigRev, rec.State = item.Config, item.ConfigRevision, stream.StateChecking
 	if err := r.rt.Meta.Put(rec); err != nil {
+		undo()
 		r.setErr(name, errs.Wrap(err, CodeStreamMetaUnavailable, "stream %q: commit it to the meta store", name))
-		return nil, nil
-	}
-	nss := &streamState{h: newStreamHolder(item.Config, r.holderDeps()), configRev: item.ConfigRevision}
-	if err := r.streams.put(name, nss); err != nil {
-		nss.h.Close()
-		log.Info("stream not deployed", zap.Error(err))
 		return nil, nil
 	}
 	log.Info("stream deployed", zap.Bool("from-meta", found), zap.Stringer("checkpoint", rec.Checkpoint.Location))

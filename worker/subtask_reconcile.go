@@ -36,8 +36,7 @@ func (r *subTaskReconciler) Reconcile(ctx context.Context, name string) error {
 	if ts == nil {
 		ts = &taskState{st: newSubTask(r.life, item.Config, r.factory, r.log), configRev: item.ConfigRevision}
 		if err := r.tasks.put(name, ts); err != nil {
-			ts.st.Close()
-			log.Info("subtask not created", zap.Error(err))
+			r.refused(ts.st, log, err)
 			return nil
 		}
 		log.Info("subtask created", zap.String("expect", string(item.Stage.Expect)))
@@ -161,8 +160,7 @@ func (r *subTaskReconciler) applyConfig(ctx context.Context, name string, ts *ta
 	ts.st.Close()
 	nts := &taskState{st: newSubTask(r.life, item.Config, r.factory, r.log), configRev: item.ConfigRevision}
 	if err := r.tasks.put(name, nts); err != nil {
-		nts.st.Close()
-		log.Info("subtask not recreated", zap.Error(err))
+		r.refused(nts.st, log, err)
 		return nil
 	}
 	return nts

@@ -39,10 +39,14 @@ type subTaskReconciler struct {
 	// (orphan stage, malformed value, invalid config).
 	tasks *localSet[*taskState]
 
-	mu sync.Mutex // guards warns
+	mu sync.Mutex // guards the fields below
 	// warns are config warnings of tasks (config-unknown-field), by task
 	// name; shown in status beside the errors.
 	warns map[string]errs.Error
+	// sealStop is how the shutdown sweep stops subtasks (Close or Kill),
+	// set when it seals the set; a subtask the sealed set refuses is
+	// stopped with it. nil before.
+	sealStop func(*SubTask)
 }
 
 // taskState is a local subtask and the etcd revisions it was last
@@ -121,6 +125,9 @@ func (r *subTaskReconciler) remove(name string, ts *taskState) {
 // tasks, seals the set (a reconcile can add none after it) and stops the
 // subtasks concurrently; the caller waits on wg.
 func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTask)) {
+	r.mu.Lock()
+	r.sealStop = stop
+	r.mu.Unlock()
 	tasks := r.tasks.takeAll()
 	r.mu.Lock()
 	r.warns = make(map[string]errs.Error)
@@ -132,6 +139,19 @@ func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTas
 			stop(ts.st)
 		}()
 	}
+}
+
+// refused stops st, which the sealed set refused, as the shutdown sweep
+// stops the subtasks it took (Close or Kill).
+func (r *subTaskReconciler) refused(st *SubTask, log *zap.Logger, err error) {
+	r.mu.Lock()
+	stop := r.sealStop
+	r.mu.Unlock()
+	if stop == nil {
+		stop = (*SubTask).Close
+	}
+	stop(st)
+	log.Info("subtask not kept", zap.Error(err))
 }
 
 // setErr records (err != nil) or clears a control-plane error of a task.
