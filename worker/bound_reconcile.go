@@ -26,6 +26,9 @@ func (s *Server) reconcileBound(ctx context.Context, _ string) error {
 	}
 	wantRelay := cfg.EnableRelay || (rok && rb.Source == src)
 	sw, runCtx := s.ensureSourceWorker(src, cfg, connCfg, wantRelay)
+	if sw == nil {
+		return nil // the registration is ending
+	}
 	s.mu.Lock()
 	relayOn := s.relayOn
 	s.relayOn = wantRelay
@@ -91,10 +94,15 @@ func (s *Server) readBound(ctx context.Context) (src string, cfg, connCfg *confi
 // ensureSourceWorker returns the source worker of src and the context it
 // runs under, restarting it when the bound source or its config changed
 // and starting it (subtasks enabled, relay not yet) when there is none.
+// It returns nil once serve has sealed the source worker (the
+// registration is ending): one it started meanwhile is stopped again.
 func (s *Server) ensureSourceWorker(src string, cfg, connCfg *config.SourceConfig, wantRelay bool) (*SourceWorker, context.Context) {
 	s.mu.Lock()
-	sw, swCfg, runCtx := s.sw, s.swCfg, s.runCtx
+	sw, swCfg, runCtx, sealed := s.sw, s.swCfg, s.runCtx, s.sealStop != nil
 	s.mu.Unlock()
+	if sealed {
+		return nil, nil
+	}
 	if sw != nil && (sw.Source() != src || !reflect.DeepEqual(swCfg, cfg)) {
 		s.log.Info("bound source or its config changed; restarting the source worker",
 			zap.String("old", sw.Source()), zap.String("new", src))
@@ -127,8 +135,16 @@ func (s *Server) ensureSourceWorker(src string, cfg, connCfg *config.SourceConfi
 	}
 	nsw.EnableSubTasks(runCtx)
 	s.mu.Lock()
-	s.sw, s.swCfg, s.relayOn = nsw, cfg, wantRelay
+	sealStop := s.sealStop
+	if sealStop == nil {
+		s.sw, s.swCfg, s.relayOn = nsw, cfg, wantRelay
+	}
 	s.mu.Unlock()
+	if sealStop != nil {
+		s.log.Info("registration ending: the source worker just started is stopped again", zap.String("source", src))
+		sealStop(nsw)
+		return nil, nil
+	}
 	s.log.Info("bound to source", zap.String("source", src), zap.Bool("relay", wantRelay))
 	return nsw, runCtx
 }
@@ -151,6 +167,17 @@ func (s *Server) stopSourceWorker(stop func(*SourceWorker)) bool {
 	}
 	s.mu.Unlock()
 	return true
+}
+
+// sealSourceWorker stops the current source worker with stop (Close or
+// Kill) and seals the slot until the next registration: a source worker
+// the bound reconciler builds meanwhile is stopped with stop as it is
+// installed, so serve sweeps once.
+func (s *Server) sealSourceWorker(stop func(*SourceWorker)) {
+	s.mu.Lock()
+	s.sealStop = stop
+	s.mu.Unlock()
+	s.stopSourceWorker(stop)
 }
 
 func (s *Server) setServerErr(err error) {

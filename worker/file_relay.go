@@ -49,7 +49,7 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 	if opts.MasterStatusInterval <= 0 {
 		opts.MasterStatusInterval = 5 * time.Second
 	}
-	return func(cfg *config.SourceConfig, logger *zap.Logger) (RelayHolder, error) {
+	return func(ctx context.Context, cfg *config.SourceConfig, logger *zap.Logger) (RelayHolder, error) {
 		dir := relayDir
 		r, err := relay.New(relay.Config{
 			Dir: dir, Source: cfg, Worker: opts.Worker, Logger: logger, Metrics: opts.Metrics,
@@ -59,7 +59,8 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 		if err != nil {
 			return nil, fmt.Errorf("open relay of source %q in %s: %w", cfg.SourceID, dir, err)
 		}
-		h := &FileRelay{relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"), purgeDone: make(chan struct{})}
+		h := &FileRelay{relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"),
+			pull: bgWork{life: ctx}, purger: bgWork{life: ctx}}
 		h.lifecycle = newLifecycle(fmt.Sprintf("relay of source %q", cfg.SourceID), h.resume)
 		return h, nil
 	}
@@ -74,13 +75,12 @@ type FileRelay struct {
 	opts  RelayOptions
 	log   *zap.Logger
 
-	pull bgWork // the running pull
+	pull   bgWork // the running pull
+	purger bgWork // the background purger, from Start to Close
 
-	mu        sync.Mutex // guards the fields below
-	master    string
-	readers   int
-	purgeStop context.CancelFunc
-	purgeDone chan struct{}
+	mu      sync.Mutex // guards the fields below
+	master  string
+	readers int
 }
 
 var _ RelayHolder = (*FileRelay)(nil)
@@ -109,21 +109,19 @@ func (h *FileRelay) NewReader(name string) *relay.Reader { return h.relay.NewRea
 func (h *FileRelay) AddPurgeBlocker(b relay.Blocker) { h.relay.AddBlocker(b) }
 
 // Start starts pulling (New → Running) and the background purger. Like a
-// subtask's Run, the relay keeps ctx's values but not its cancellation.
+// subtask's Run, the relay keeps ctx's values but not its cancellation: it
+// runs until Pause or Close, or until the context the holder was created
+// with ends.
 func (h *FileRelay) Start(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
 	if err := h.start(); err != nil {
 		return err
 	}
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h.mu.Lock()
-	h.purgeStop = cancel
-	h.mu.Unlock()
-	go func() {
-		defer close(h.purgeDone)
-		h.relay.RunPurger(pctx, h.cfg.Purge)
-	}()
+	// Nothing ran before: the purger starts at once.
+	if err := h.purger.start(ctx, func(ctx context.Context) { h.relay.RunPurger(ctx, h.cfg.Purge) }); err != nil {
+		return err
+	}
 	h.run(ctx)
 	return nil
 }
@@ -132,7 +130,7 @@ func (h *FileRelay) Start(ctx context.Context) error {
 // error of the pull pauses the relay with it.
 func (h *FileRelay) run(ctx context.Context) {
 	h.log.Info("relay running")
-	h.pull.start(ctx, &h.lifecycle, h.opts.Clock, h.pullBinlog, func(err error) {
+	h.runWork(ctx, &h.pull, h.opts.Clock, h.pullBinlog, func(err error) {
 		if err != nil {
 			h.log.Error("relay paused by an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 		}
@@ -189,13 +187,7 @@ func (h *FileRelay) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
 	stopped := h.stopWork(&h.pull, func() {
-		h.mu.Lock()
-		purgeStop := h.purgeStop
-		h.mu.Unlock()
-		if purgeStop != nil {
-			purgeStop()
-			<-h.purgeDone
-		}
+		_ = h.purger.stop(context.Background(), h.what) // waits as long as the purger takes
 		if err := h.relay.Close(); err != nil {
 			h.log.Warn("close relay", zap.Error(err))
 		}

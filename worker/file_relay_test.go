@@ -59,7 +59,7 @@ func TestFileRelayStages(t *testing.T) {
 		Host: src.Host(), Port: src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword}}
 	dir := t.TempDir()
 	factory := NewRelayFactory(dir, RelayOptions{Worker: "w1", MasterStatusInterval: 50 * time.Millisecond})
-	rh, err := factory(cfg, zaptest.NewLogger(t))
+	rh, err := factory(t.Context(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestFileRelayPausesOnResumableError(t *testing.T) {
 	cfg := &config.SourceConfig{SourceID: "mysql-01", From: config.DBConfig{
 		Host: src.Host(), Port: src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword}}
 	factory := NewRelayFactory(t.TempDir(), RelayOptions{Worker: "w1", BackoffMin: 20 * time.Millisecond, BackoffMax: 50 * time.Millisecond, MaxRetries: 3})
-	rh, err := factory(cfg, zaptest.NewLogger(t))
+	rh, err := factory(t.Context(), cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

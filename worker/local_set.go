@@ -1,26 +1,35 @@
 package worker
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"sync"
 
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
+// errSealed is returned by localSet.put once the set was taken for
+// shutdown: the caller closes the object it just built.
+var errSealed = errors.New("the source worker is stopping")
+
 // localSet is the local objects of one key kind (subtasks, streams) by
 // name, with the control-plane errors of names whose keys cannot be acted
 // on. Only the reconcile of a name's key adds, replaces or removes its
-// entry; everything else reads.
+// entry; everything else reads. takeAll seals it: nothing is added after
+// the shutdown sweep has taken what it must stop.
 type localSet[S comparable] struct {
 	clock Clock
+	what  string // the kind of object, in errors ("subtask")
 
-	mu    sync.Mutex // guards the fields below
-	items map[string]S
-	errs  map[string]errs.Error
+	mu     sync.Mutex // guards the fields below
+	items  map[string]S
+	errs   map[string]errs.Error
+	sealed bool // taken by takeAll; put refuses
 }
 
-func newLocalSet[S comparable](clock Clock) *localSet[S] {
-	return &localSet[S]{clock: clock, items: make(map[string]S), errs: make(map[string]errs.Error)}
+func newLocalSet[S comparable](clock Clock, what string) *localSet[S] {
+	return &localSet[S]{clock: clock, what: what, items: make(map[string]S), errs: make(map[string]errs.Error)}
 }
 
 // get returns the object of name.
@@ -31,11 +40,16 @@ func (l *localSet[S]) get(name string) (S, bool) {
 	return s, ok
 }
 
-// put makes s the object of name.
-func (l *localSet[S]) put(name string, s S) {
+// put makes s the object of name. Once the set is sealed it refuses with
+// an error wrapping errSealed; the caller then closes s.
+func (l *localSet[S]) put(name string, s S) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.sealed {
+		return fmt.Errorf("%w: %s %q not added; it is closed again", errSealed, l.what, name)
+	}
 	l.items[name] = s
+	return nil
 }
 
 // forget removes s unless name holds another object by now.
@@ -58,12 +72,13 @@ func (l *localSet[S]) values() []S {
 	return out
 }
 
-// takeAll empties the set, errors included, and returns the objects.
+// takeAll empties and seals the set, errors included, and returns the
+// objects for the caller to stop: nothing can be put after it.
 func (l *localSet[S]) takeAll() map[string]S {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	items := l.items
-	l.items, l.errs = make(map[string]S), make(map[string]errs.Error)
+	l.items, l.errs, l.sealed = make(map[string]S), make(map[string]errs.Error), true
 	return items
 }
 

@@ -56,5 +56,7 @@ type RelayHolder interface {
 
 // RelayFactory creates the relay holder of a source. The relay directory
 // and everything else the relay needs are bound into the factory by its
-// creator.
-type RelayFactory func(cfg *config.SourceConfig, logger *zap.Logger) (RelayHolder, error)
+// creator. ctx is the life of the holder's owner: when it ends, the
+// relay's pull and purger are cancelled (Close still has to release the
+// relay).
+type RelayFactory func(ctx context.Context, cfg *config.SourceConfig, logger *zap.Logger) (RelayHolder, error)

@@ -16,7 +16,8 @@ import (
 )
 
 // relayReconciler is the Reconciler of a source's relay stage key and the
-// owner of the source's relay holder.
+// owner of the source's relay holder. The holder's stage is driven by
+// driveStage, as subtasks' and streams' are.
 type relayReconciler struct {
 	source   string
 	cfg      *config.SourceConfig
@@ -30,9 +31,16 @@ type relayReconciler struct {
 	// blocker is added to every relay holder created: the positions paused
 	// and new subtasks still need.
 	blocker relay.Blocker
+	// life is the SourceWorker's context (set by its Start, before any
+	// reconcile), given to every holder created: its end cancels the
+	// relay's pull and purger.
+	life context.Context
 
 	mu sync.Mutex // guards the fields below
 	r  RelayHolder
+	// sealStop is set by disable and cleared by enable: a holder created
+	// meanwhile is stopped with it (Close or Kill) instead of kept.
+	sealStop func(RelayHolder)
 	// err is the control-plane error of the relay (malformed stage, create
 	// failed); warn the unknown fields of its stage value.
 	err, warn *errs.Error
@@ -60,14 +68,37 @@ func (r *relayReconciler) holder() RelayHolder {
 	return r.r
 }
 
-// disable forgets the holder and what is recorded about the relay, and
-// returns the holder for the caller to stop (nil when there was none).
-func (r *relayReconciler) disable() RelayHolder {
+// enable lifts the seal of disable (EnableRelay): reconciles may create a
+// holder again.
+func (r *relayReconciler) enable() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sealStop = nil
+}
+
+// disable seals the reconciler (a holder a reconcile creates meanwhile is
+// stopped with stop), forgets the holder and what is recorded about the
+// relay, and returns the holder for the caller to stop with stop (nil
+// when there was none).
+func (r *relayReconciler) disable(stop func(RelayHolder)) RelayHolder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.r
-	r.r, r.err, r.warn, r.stageRev = nil, nil, nil, 0
+	r.r, r.err, r.warn, r.stageRev, r.sealStop = nil, nil, nil, 0, stop
 	return h
+}
+
+// forget drops h, unless another holder (or none) is held by now, and
+// reports whether it did; the caller stops h. Unlike disable it does not
+// seal: the next stage value creates a holder again.
+func (r *relayReconciler) forget(h RelayHolder) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.r != h {
+		return false
+	}
+	r.r, r.stageRev = nil, 0
+	return true
 }
 
 // recorded returns the relay's holder, control-plane error and warning,
@@ -79,41 +110,48 @@ func (r *relayReconciler) recorded() (RelayHolder, *errs.Error, *errs.Error) {
 }
 
 // Reconcile converges the relay holder to the relay stage key; the relay
-// has one key per source, so name is always "".
+// has one key per source, so name is always "". A holder that was stopped
+// cannot run again (its relay is released): it is replaced by a new one,
+// which continues from the relay's files.
 func (r *relayReconciler) Reconcile(ctx context.Context, _ string) error {
 	if !r.enabled() {
 		return nil
 	}
-	st, newCommand, act, err := r.readStage(ctx)
+	st, lastRev, act, err := r.readStage(ctx)
 	if err != nil || !act {
 		return err
 	}
 	h := r.holder()
+	if h != nil && h.Stage() == stage.Stopped && r.forget(h) {
+		r.log.Info("relay holder was stopped; a new holder replaces it")
+		h = nil
+	}
 	switch {
 	case st == nil:
-		if h != nil {
+		if h != nil && r.forget(h) {
 			r.log.Info("relay stage deleted; stopping relay")
-			if h := r.disable(); h != nil {
-				h.Close()
-			}
+			h.Close()
 		}
 		return nil
 	case h == nil:
-		return r.create(ctx, st.Expect)
+		if h, err = r.create(); err != nil || h == nil {
+			return err
+		}
+		lastRev = 0
 	}
-	r.converge(ctx, h, st.Expect, newCommand)
+	driveStage(ctx, h, st, lastRev, h.Start, nil, r.log.With(zap.String("relay", r.source)))
 	return nil
 }
 
 // readStage reads the relay stage: nil when the key does not exist, and
-// whether its revision changed since it was last acted on (an operator's
-// command). act is false when the value is malformed: that is recorded in
-// status and the relay keeps its current state.
-func (r *relayReconciler) readStage(ctx context.Context) (st *ha.Stage, newCommand, act bool, err error) {
+// the revision of the stage value last acted on (a different revision is
+// an operator's command). act is false when the value is malformed: that
+// is recorded in status and the relay keeps its current state.
+func (r *relayReconciler) readStage(ctx context.Context) (st *ha.Stage, lastRev int64, act bool, err error) {
 	stg, ok, rev, err := r.store.GetRelayStage(ctx, r.source)
 	if err != nil {
 		if !errors.Is(err, ha.ErrMalformed) {
-			return nil, false, false, fmt.Errorf("read relay stage of source %q: %w", r.source, err)
+			return nil, 0, false, fmt.Errorf("read relay stage of source %q: %w", r.source, err)
 		}
 		r.log.Error("malformed relay stage in etcd; the relay keeps its current state", zap.Error(err))
 		e := errs.Entry(errs.New(CodeRelayStageMalformed, false,
@@ -121,46 +159,50 @@ func (r *relayReconciler) readStage(ctx context.Context) (st *ha.Stage, newComma
 		r.mu.Lock()
 		r.err = &e
 		r.mu.Unlock()
-		return nil, false, false, nil
+		return nil, 0, false, nil
 	}
 	log := r.log.With(zap.Int64("rev", rev))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.err, r.warn = nil, nil
+	lastRev = r.stageRev
 	if !ok {
-		return nil, false, true, nil
+		return nil, lastRev, true, nil
 	}
-	newCommand = stg.Revision != r.stageRev
 	if stg.Unknown != "" {
-		r.warn = configWarning(log, fmt.Sprintf("relay of source %q", r.source), r.clock.Now(), newCommand,
+		r.warn = configWarning(log, fmt.Sprintf("relay of source %q", r.source), r.clock.Now(), stg.Revision != lastRev,
 			valueNotes{key: r.store.Keys().RelayStage(r.source), unknown: stg.UnknownFields()})
 	}
 	r.stageRev = stg.Revision
-	return &stg, newCommand, true, nil
+	return &stg, lastRev, true, nil
 }
 
-// create builds the relay holder and starts it when expect is Running. A
+// create builds the relay holder and keeps it, unless the reconciler was
+// disabled meanwhile (then it is closed again and nil is returned). A
 // failure is recorded in status and returned, to be retried with backoff:
 // the cause (disk, permissions) may go away.
-func (r *relayReconciler) create(ctx context.Context, expect stage.Stage) error {
+func (r *relayReconciler) create() (RelayHolder, error) {
 	if r.newRelay == nil {
-		return r.createFailed(errors.New("this worker was built without a relay"))
+		return nil, r.createFailed(errors.New("this worker was built without a relay"))
 	}
-	h, err := r.newRelay(r.cfg, r.log)
+	h, err := r.newRelay(r.life, r.cfg, r.log)
 	if err != nil {
-		return r.createFailed(err)
+		return nil, r.createFailed(err)
 	}
 	h.AddPurgeBlocker(r.blocker)
 	r.mu.Lock()
-	r.r = h
-	r.mu.Unlock()
-	if expect == stage.Running {
-		r.log.Info("starting relay")
-		if err := h.Start(ctx); err != nil {
-			r.log.Error("relay did not start", zap.Error(err))
-		}
+	sealStop := r.sealStop
+	if sealStop == nil {
+		r.r = h
 	}
-	return nil
+	r.mu.Unlock()
+	if sealStop != nil {
+		sealStop(h)
+		r.log.Info("relay not kept: relay handling was disabled meanwhile")
+		return nil, nil
+	}
+	r.log.Info("relay created")
+	return h, nil
 }
 
 func (r *relayReconciler) createFailed(err error) error {
@@ -170,30 +212,4 @@ func (r *relayReconciler) createFailed(err error) error {
 	r.err = &e
 	r.mu.Unlock()
 	return err
-}
-
-// converge moves an existing holder toward expect. Like a subtask's stage,
-// a new stage revision resumes even a relay paused by an error; under an
-// unchanged one only an explicit pause is undone, so errors are left to
-// the auto-resume checker.
-func (r *relayReconciler) converge(ctx context.Context, h RelayHolder, expect stage.Stage, newCommand bool) {
-	cur := h.Stage()
-	switch expect {
-	case stage.Running:
-		if cur == stage.Paused && (newCommand || h.ExplicitlyPaused()) {
-			if err := h.Resume(ctx); err != nil {
-				r.log.Warn("relay resume failed", zap.Error(err))
-			}
-		} else if cur == stage.New || cur == stage.Stopped {
-			if err := h.Start(ctx); err != nil {
-				r.log.Error("relay did not start", zap.Error(err))
-			}
-		}
-	case stage.Paused, stage.Stopped:
-		if cur == stage.Running {
-			if err := h.Pause(ctx); err != nil {
-				r.log.Warn("relay pause failed", zap.Error(err))
-			}
-		}
-	}
 }

@@ -91,6 +91,10 @@ type Server struct {
 	// runCtx is the context data-plane work of the current registration
 	// runs under; cancelled on lease loss.
 	runCtx context.Context
+	// sealStop is set by sealSourceWorker when serve ends a registration:
+	// a source worker the bound reconciler builds meanwhile is stopped
+	// with it instead of kept. nil while a registration runs.
+	sealStop func(*SourceWorker)
 }
 
 // kindBound is the queue-key kind of the Server's one Reconciler: the
@@ -167,6 +171,7 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 	s.mu.Lock()
 	s.keepalive = ka
 	s.runCtx = runCtx
+	s.sealStop = nil
 	s.mu.Unlock()
 	// One key, "bound/", reconciled by one goroutine: any change of the
 	// bound key, the relay key or a source config leads to one reconcile of
@@ -200,7 +205,7 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 		cancel()
 		wg.Wait()
 		watches.stop()
-		s.stopSourceWorker((*SourceWorker).Close)
+		s.sealSourceWorker((*SourceWorker).Close)
 		// The caller's ctx is done; revoking needs a short life of its own.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer rcancel()
@@ -210,14 +215,13 @@ func (s *Server) serve(ctx context.Context, ka *ha.Keepalive) (lost bool) {
 		return false
 	case <-ka.Lost():
 		s.log.Error("keepalive lease lost: stopping the source's data plane at once; another worker may take the source")
-		// Kill first, then stop the reconciler; a source worker it created
-		// meanwhile is killed by the second call.
-		s.stopSourceWorker((*SourceWorker).Kill)
+		// Kill first, then stop the reconciler; a source worker it builds
+		// meanwhile is killed as it is installed (the seal).
+		s.sealSourceWorker((*SourceWorker).Kill)
 		queue.ShutDown()
 		cancel()
 		wg.Wait()
 		watches.stop()
-		s.stopSourceWorker((*SourceWorker).Kill)
 		// The old lease is gone; Close only stops the keepalive goroutine.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer rcancel()

@@ -72,6 +72,10 @@ type SourceWorker struct {
 
 	cancel context.CancelFunc // cancels every goroutine started by Start
 	wg     sync.WaitGroup     // Start's goroutines
+	// endLife ends the context every subtask, stream and relay holder runs
+	// its work under (set by Start); stop calls it once the sweep has
+	// stopped them, so nothing of the data plane outlives the SourceWorker.
+	endLife context.CancelFunc
 
 	mu sync.Mutex // guards the fields below
 	// subWatches and relayWatches are the running watch loops of subtask
@@ -125,6 +129,15 @@ func (w *SourceWorker) Source() string { return w.source }
 // Start runs the reconcilers, the auto-resume checker and the stage gauge
 // until Close or Kill. Enable subtask and relay handling separately.
 func (w *SourceWorker) Start(ctx context.Context) {
+	// The data plane's life keeps ctx's values, not its cancellation: a
+	// graceful Close stops the work itself (checkpoints flushed), and ends
+	// this context after.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	w.endLife = endLife
+	w.subTasks.life, w.relay.life = life, life
+	if w.streams != nil {
+		w.streams.life = life
+	}
 	ctx, w.cancel = context.WithCancel(ctx)
 	runner := &reconcileRunner{queue: w.queue, metrics: w.cfg.Metrics, log: w.log,
 		byKind: map[string]Reconciler{kindSubTask: w.subTasks, kindRelay: w.relay}}
@@ -165,16 +178,6 @@ func (w *SourceWorker) EnableSubTasks(ctx context.Context) {
 	w.subWatches = startWatchSet(ctx, w.watcher, specs...)
 }
 
-// DisableSubTasks stops watching subtask and stream keys and closes every
-// subtask and stream task gracefully.
-func (w *SourceWorker) DisableSubTasks() {
-	if !w.stopWatches(&w.subWatches) {
-		return
-	}
-	w.subTasks.removeAll((*SubTask).Close)
-	w.closeStreams()
-}
-
 // closeStreams stops every stream task with its checkpoint saved.
 func (w *SourceWorker) closeStreams() {
 	if w.streams != nil {
@@ -189,6 +192,7 @@ func (w *SourceWorker) EnableRelay(ctx context.Context) {
 	if w.relayWatches != nil || w.closed {
 		return
 	}
+	w.relay.enable()
 	w.relayWatches = startWatchSet(ctx, w.watcher, w.relay.watchSpec())
 }
 
@@ -197,7 +201,7 @@ func (w *SourceWorker) DisableRelay() {
 	if !w.stopWatches(&w.relayWatches) {
 		return
 	}
-	if r := w.relay.disable(); r != nil {
+	if r := w.relay.disable(RelayHolder.Close); r != nil {
 		r.Close()
 	}
 }
@@ -230,6 +234,10 @@ func (w *SourceWorker) Close() { w.stop((*SubTask).Close, RelayHolder.Close) }
 // same target.
 func (w *SourceWorker) Kill() { w.stop((*SubTask).Kill, RelayHolder.Kill) }
 
+// stop is one sweep: it seals the subtask and stream sets and the relay
+// (a reconcile still running meanwhile cannot add work: it closes what it
+// built), stops what they held, ends the data plane's life, then stops
+// the control plane and waits for it.
 func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)) {
 	w.mu.Lock()
 	if w.closed {
@@ -240,11 +248,11 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 	watches := []*watchSet{w.subWatches, w.relayWatches}
 	w.subWatches, w.relayWatches = nil, nil
 	w.mu.Unlock()
-	r := w.relay.disable()
 
 	// Data plane first: on lease loss every write must stop before anything
 	// else happens. Stream tasks stop with their checkpoints saved either
-	// way: they write to sinks whose consumers drop replays.
+	// way: they write to sinks whose consumers drop replays. Subtasks and
+	// streams stop before the relay they read from.
 	var wg sync.WaitGroup
 	w.subTasks.removeAllAsync(&wg, stopTask)
 	wg.Add(1)
@@ -252,14 +260,13 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 		defer wg.Done()
 		w.closeStreams()
 	}()
-	if r != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stopRelay(r)
-		}()
-	}
 	wg.Wait()
+	if r := w.relay.disable(stopRelay); r != nil {
+		stopRelay(r)
+	}
+	if w.endLife != nil {
+		w.endLife() // whatever a reconcile started on a holder it still had
+	}
 
 	for _, ws := range watches {
 		if ws != nil {
@@ -274,13 +281,6 @@ func (w *SourceWorker) stop(stopTask func(*SubTask), stopRelay func(RelayHolder)
 		ws.stop()
 	}
 	w.wg.Wait()
-	// A reconciler may have created a subtask or a relay between the first
-	// sweep and its exit; nothing can create one now.
-	w.subTasks.removeAll(stopTask)
-	w.closeStreams()
-	if r := w.relay.disable(); r != nil {
-		stopRelay(r)
-	}
 	if w.cfg.Streams != nil && w.cfg.Streams.Close != nil {
 		w.cfg.Streams.Close()
 	}

@@ -93,7 +93,11 @@ func testSourceConfig() *config.SourceConfig {
 	return c
 }
 
-func startSW(t testing.TB, workers int) *swEnv {
+func startSW(t testing.TB, workers int) *swEnv { return startSWWith(t, workers, nil) }
+
+// startSWWith is startSW with the SourceWorker's config changed by edit
+// (nil: none) before it is built.
+func startSWWith(t testing.TB, workers int, edit func(*SourceWorkerConfig)) *swEnv {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	e := &swEnv{
@@ -102,7 +106,7 @@ func startSW(t testing.TB, workers int) *swEnv {
 		factory: newSWFactory(),
 		metrics: NewMetrics(),
 	}
-	e.sw = NewSourceWorker(SourceWorkerConfig{
+	cfg := SourceWorkerConfig{
 		Source:          testSourceConfig(),
 		Store:           ha.NewStore(etcd.Client(t), "/dm"),
 		Factory:         e.factory,
@@ -112,7 +116,11 @@ func startSW(t testing.TB, workers int) *swEnv {
 		CheckInterval:   5 * time.Millisecond,
 		WatchBackoffMin: 20 * time.Millisecond,
 		WatchBackoffMax: 200 * time.Millisecond,
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	e.sw = NewSourceWorker(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.sw.Start(ctx)
 	e.sw.EnableSubTasks(ctx)

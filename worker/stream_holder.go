@@ -82,6 +82,8 @@ type StreamHolder struct {
 
 // streamHolderDeps are what a StreamHolder needs besides its config.
 type streamHolderDeps struct {
+	// life is the owner's context: its end cancels the stream's task.
+	life       context.Context
 	factory    StreamFactory
 	checkpoint func(name string) (stream.Checkpoint, error)
 	current    func(ctx context.Context) (binlog.Location, error)
@@ -95,6 +97,7 @@ func newStreamHolder(cfg *config.StreamConfig, d streamHolderDeps) *StreamHolder
 		cfg: cfg, factory: d.factory, current: d.current, save: d.save(cfg.Name), clock: d.clock,
 		checkpoint: func() (stream.Checkpoint, error) { return d.checkpoint(cfg.Name) },
 		log:        d.log.With(zap.String("stream", cfg.Name)),
+		work:       bgWork{life: d.life},
 	}
 	h.lifecycle = newLifecycle(fmt.Sprintf("stream %q", cfg.Name), h.resume)
 	return h
@@ -110,7 +113,9 @@ func (h *StreamHolder) Kind() string { return "stream" }
 func (h *StreamHolder) Config() *config.StreamConfig { return h.cfg }
 
 // Start runs the task from the saved checkpoint (New → Running). Like a
-// subtask, it keeps ctx's values but not its cancellation.
+// subtask, it keeps ctx's values but not its cancellation; it runs until
+// Pause or Close, or until the owner's context (streamHolderDeps.life)
+// ends.
 func (h *StreamHolder) Start(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
@@ -151,7 +156,7 @@ func (h *StreamHolder) run(ctx context.Context) {
 	h.task = task
 	h.mu.Unlock()
 	h.log.Info("stream task running", zap.Stringer("checkpoint", start.Location))
-	h.work.start(ctx, &h.lifecycle, h.clock, task.Run, func(err error) {
+	h.runWork(ctx, &h.work, h.clock, task.Run, func(err error) {
 		h.mu.Lock()
 		h.last = task.Status()
 		h.eventsBefore += h.last.Events

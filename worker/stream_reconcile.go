@@ -47,6 +47,9 @@ type streamReconciler struct {
 	clock   Clock
 	log     *zap.Logger
 	enabled func() bool
+	// life is the SourceWorker's context (set by its Start, before any
+	// reconcile): its end cancels every stream's task.
+	life context.Context
 	// bad are stream keys whose names are invalid, for status.
 	bad *badKeys
 
@@ -66,7 +69,7 @@ type streamState struct {
 func newStreamReconciler(cfg SourceWorkerConfig, log *zap.Logger, enabled func() bool) *streamReconciler {
 	return &streamReconciler{source: cfg.Source.SourceID, store: cfg.Store, rt: cfg.Streams, clock: cfg.Clock,
 		log: log, enabled: enabled, bad: newBadKeys(cfg.Clock.Now),
-		streams: newLocalSet[*streamState](cfg.Clock)}
+		streams: newLocalSet[*streamState](cfg.Clock, "stream")}
 }
 
 // watchSpecs are the watched prefixes of the source's stream config and
@@ -192,24 +195,38 @@ func (r *streamReconciler) deploy(ctx context.Context, name string, ss *streamSt
 		log.Info("stream config changed: stopping, saving and restarting it with the new config")
 		r.remove(name, ss)
 	}
+	// The holder is put first: once the shutdown sweep has sealed the set,
+	// the meta record is left as the stopped holder saved it (rewriting it
+	// from a read made now could roll its checkpoint back).
+	nss := &streamState{h: newStreamHolder(item.Config, r.holderDeps()), configRev: item.ConfigRevision}
+	if err := r.streams.put(name, nss); err != nil {
+		nss.h.Close()
+		log.Info("stream not deployed", zap.Error(err))
+		return nil, nil
+	}
+	undo := func() {
+		r.streams.forget(name, nss)
+		nss.h.Close()
+	}
 	rec, found, err := r.rt.Meta.Get(name)
 	if err != nil {
+		undo()
 		r.setErr(name, errs.Wrap(err, CodeStreamMetaUnavailable, "stream %q: read its meta record", name))
 		return nil, nil
 	}
 	if !found {
 		rec = stream.Record{Name: name}
 		if rec.Checkpoint, err = r.mirroredCheckpoint(ctx, name); err != nil {
+			undo()
 			return nil, err
 		}
 	}
 	rec.Config, rec.ConfigRev, rec.State = item.Config, item.ConfigRevision, stream.StateChecking
 	if err := r.rt.Meta.Put(rec); err != nil {
+		undo()
 		r.setErr(name, errs.Wrap(err, CodeStreamMetaUnavailable, "stream %q: commit it to the meta store", name))
 		return nil, nil
 	}
-	nss := &streamState{h: newStreamHolder(item.Config, r.holderDeps()), configRev: item.ConfigRevision}
-	r.streams.put(name, nss)
 	log.Info("stream deployed", zap.Bool("from-meta", found), zap.Stringer("checkpoint", rec.Checkpoint.Location))
 	return nss, nil
 }
@@ -254,6 +271,7 @@ func mirrorOf(cp stream.Checkpoint) ha.StreamCheckpoint {
 // runtime.
 func (r *streamReconciler) holderDeps() streamHolderDeps {
 	return streamHolderDeps{
+		life:    r.life,
 		factory: r.rt.NewTask,
 		current: r.rt.Current,
 		clock:   r.clock,
@@ -331,7 +349,8 @@ func (r *streamReconciler) remove(name string, ss *streamState) {
 }
 
 // closeAll closes every holder concurrently (their checkpoints saved) and
-// forgets them; the meta store keeps them for the next start.
+// forgets them, sealing the set (a reconcile can deploy none after it);
+// the meta store keeps them for the next start.
 func (r *streamReconciler) closeAll() {
 	streams := r.streams.takeAll()
 	var wg sync.WaitGroup

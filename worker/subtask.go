@@ -35,10 +35,10 @@ type SubTask struct {
 	factory unit.Factory
 	logger  *zap.Logger
 
-	// guarded by the lifecycle's ops, which serialises Run, Pause, Resume,
-	// AutoResume, Update, Close and Kill (the supervisor never takes it):
-	cancel context.CancelFunc // cancels the current supervisor; nil before the first
-	done   chan struct{}      // closed by the supervisor when it exits; nil before the first
+	// work is the supervisor goroutine, started, stopped and waited for
+	// under the lifecycle's ops, which serialises Run, Pause, Resume,
+	// AutoResume, Update, Close and Kill (the supervisor never takes it).
+	work bgWork
 
 	// vops serialises StartValidator and StopValidator.
 	vops sync.Mutex
@@ -63,11 +63,18 @@ type SubTask struct {
 // mode built by factory. Errors of the factory surface when the subtask
 // runs: it then pauses with a non-resumable error.
 func NewSubTask(cfg *config.SubTaskConfig, factory unit.Factory, logger *zap.Logger) *SubTask {
+	return newSubTask(nil, cfg, factory, logger)
+}
+
+// newSubTask is NewSubTask for an owner whose context life (nil: none)
+// ends the subtask's pipeline when it ends, however it was started.
+func newSubTask(life context.Context, cfg *config.SubTaskConfig, factory unit.Factory, logger *zap.Logger) *SubTask {
 	s := &SubTask{
 		name:    cfg.Name,
 		factory: factory,
 		logger:  logger.With(zap.String("task", cfg.Name)),
 		cfg:     cfg.Clone(),
+		work:    bgWork{life: life},
 	}
 	s.lifecycle = newLifecycle(fmt.Sprintf("subtask %q", cfg.Name), s.resume)
 	s.units, s.buildErr = s.build(s.cfg)

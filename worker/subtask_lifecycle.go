@@ -17,7 +17,8 @@ import (
 // processing from there. It returns without waiting for any of that.
 //
 // The pipeline keeps ctx's values but not its cancellation: it runs until
-// Pause, Close or Kill, so a caller's short-lived ctx does not stop it.
+// Pause, Close or Kill (or the end of its owner's context, for a subtask
+// of a SourceWorker), so a caller's short-lived ctx does not stop it.
 // A subtask whose pipeline could not be built pauses at once with a
 // non-resumable error. Run of a subtask that is not New does nothing.
 func (s *SubTask) Run(ctx context.Context) {
@@ -56,9 +57,8 @@ func (s *SubTask) Pause(ctx context.Context) error {
 		s.logger.Info("subtask paused before it ran")
 		return nil
 	}
-	s.cancel()
-	if err := s.waitSupervisor(ctx); err != nil {
-		return fmt.Errorf("pause subtask %q: %w", s.name, err)
+	if err := s.work.stop(ctx, "pause "+s.what); err != nil {
+		return err
 	}
 	s.logger.Info("subtask paused", zap.String("stage", string(s.Stage())))
 	return nil
@@ -67,11 +67,13 @@ func (s *SubTask) Pause(ctx context.Context) error {
 // resume is the subtask's part of Resume and AutoResume; it runs under
 // ops. Paused → Resuming → Running: the unit that failed or was paused
 // continues with Resume, a unit that has not run yet with Process. A
-// subtask still Pausing is waited for (bounded by ctx). Like Run, the
-// pipeline outlives ctx.
+// subtask still Pausing, or whose supervisor has not exited yet, is waited
+// for (bounded by ctx). Like Run, the pipeline outlives ctx.
 func (s *SubTask) resume(ctx context.Context, auto bool) error {
-	if s.Stage() == stage.Pausing {
-		if err := s.waitSupervisor(ctx); err != nil {
+	// Pausing or Paused: the supervisor has settled the stage or is about
+	// to, and is exiting. Other stages are refused below.
+	if st := s.Stage(); st == stage.Pausing || st == stage.Paused {
+		if err := s.work.wait(ctx); err != nil {
 			return fmt.Errorf("resume subtask %q: wait for the pause to finish: %w", s.name, err)
 		}
 	}
@@ -171,10 +173,7 @@ func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
 	if !s.beginStop() {
 		return
 	}
-	if s.cancel != nil {
-		s.cancel()
-		<-s.done
-	}
+	_ = s.work.stop(context.Background(), s.what) // waits as long as the supervisor takes
 	s.mu.Lock()
 	var rest []unit.Unit
 	if s.units != nil {
@@ -190,29 +189,10 @@ func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
 }
 
 // startSupervisor runs under ops, with the stage already Running or
-// Resuming. The previous supervisor has already settled the stage, so it is
-// exiting; it is waited for so that at most one exists.
+// Resuming and the previous supervisor waited for (resume), so at most one
+// exists. A supervisor that cannot start fails the run.
 func (s *SubTask) startSupervisor(ctx context.Context) {
-	if s.done != nil {
-		s.cancel()
-		<-s.done
-	}
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	s.cancel, s.done = cancel, done
-	go s.supervise(sctx, done)
-}
-
-// waitSupervisor runs under ops and waits for the current supervisor to
-// exit, or for ctx.
-func (s *SubTask) waitSupervisor(ctx context.Context) error {
-	if s.done == nil {
-		return nil
-	}
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.work.start(ctx, s.supervise); err != nil {
+		s.failErr(fmt.Errorf("start subtask %q: %w", s.name, err))
 	}
 }

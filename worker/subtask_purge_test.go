@@ -35,7 +35,7 @@ func TestPurgeBlockerKeepsSnapshotOfRunningDump(t *testing.T) {
 		unit.TypeLoad: func(*config.SubTaskConfig, *zap.Logger) (unit.Unit, error) { return newTestUnit(unit.TypeLoad, 0), nil },
 		unit.TypeSync: func(*config.SubTaskConfig, *zap.Logger) (unit.Unit, error) { return sync, nil },
 	}, nil)
-	r := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{})}
+	r := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{}, "subtask")}
 
 	copying := NewSubTask(testConfig("all"), reg, zaptest.NewLogger(t))
 	defer copying.Close()
@@ -54,7 +54,7 @@ func TestPurgeBlockerKeepsSnapshotOfRunningDump(t *testing.T) {
 	defer incr.Close()
 	incr.Run(context.Background())
 	waitUnit(t, sync, usRunning, "sync running")
-	r2 := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{})}
+	r2 := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{}, "subtask")}
 	r2.tasks.put("incr", &taskState{st: incr})
 	if name, loc, ok := r2.purgeBlocker(); ok {
 		t.Fatalf("a running sync unit blocks the purge: %q %v", name, loc)
@@ -71,7 +71,7 @@ func TestPurgeBlockerKeepsValidatorCheckpoint(t *testing.T) {
 	defer st.Close()
 	st.Run(context.Background())
 	waitUnit(t, sync, usRunning, "sync running")
-	r := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{})}
+	r := &subTaskReconciler{tasks: newLocalSet[*taskState](RealClock{}, "subtask")}
 	r.tasks.put("t", &taskState{st: st})
 	if name, loc, ok := r.purgeBlocker(); ok {
 		t.Fatalf("a running sync unit without validator blocks the purge: %q %v", name, loc)

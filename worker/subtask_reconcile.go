@@ -34,11 +34,16 @@ func (r *subTaskReconciler) Reconcile(ctx context.Context, name string) error {
 		return nil
 	}
 	if ts == nil {
-		ts = &taskState{st: NewSubTask(item.Config, r.factory, r.log), configRev: item.ConfigRevision}
-		r.tasks.put(name, ts)
+		ts = &taskState{st: newSubTask(r.life, item.Config, r.factory, r.log), configRev: item.ConfigRevision}
+		if err := r.tasks.put(name, ts); err != nil {
+			r.refused(ts.st, log, err)
+			return nil
+		}
 		log.Info("subtask created", zap.String("expect", string(item.Stage.Expect)))
 	} else if item.ConfigRevision != ts.configRev {
-		ts = r.applyConfig(ctx, name, ts, item, log)
+		if ts = r.applyConfig(ctx, name, ts, item, log); ts == nil {
+			return nil
+		}
 	}
 	r.applyStage(ctx, ts, item.Stage, log)
 	r.applyValidator(ctx, ts, item.ValidatorStage, log)
@@ -123,7 +128,8 @@ func (r *subTaskReconciler) checkConfig(name string, cfg *config.SubTaskConfig) 
 // applyConfig applies a new config revision to an existing subtask: through
 // pause → update → resume when its unit supports it, else by recreating the
 // subtask (it then resumes from its saved progress).
-// It returns the task's state, which is new when the subtask was recreated.
+// It returns the task's state, which is new when the subtask was recreated,
+// or nil when the source worker is stopping and refused the new one.
 func (r *subTaskReconciler) applyConfig(ctx context.Context, name string, ts *taskState, item *ha.SubTaskItem, log *zap.Logger) *taskState {
 	if reflect.DeepEqual(ts.st.Config(), item.Config) {
 		ts.configRev = item.ConfigRevision
@@ -152,8 +158,11 @@ func (r *subTaskReconciler) applyConfig(ctx context.Context, name string, ts *ta
 		log.Warn("config update failed; recreating the subtask with the new config", zap.Error(err))
 	}
 	ts.st.Close()
-	nts := &taskState{st: NewSubTask(item.Config, r.factory, r.log), configRev: item.ConfigRevision}
-	r.tasks.put(name, nts)
+	nts := &taskState{st: newSubTask(r.life, item.Config, r.factory, r.log), configRev: item.ConfigRevision}
+	if err := r.tasks.put(name, nts); err != nil {
+		r.refused(nts.st, log, err)
+		return nil
+	}
 	return nts
 }
 

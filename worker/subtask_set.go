@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"maps"
 	"sync"
 
@@ -28,6 +29,9 @@ type subTaskReconciler struct {
 	// enabled reports whether subtask handling is on; reconciles do nothing
 	// while it is off.
 	enabled func() bool
+	// life is the SourceWorker's context (set by its Start, before any
+	// reconcile): its end cancels every subtask's pipeline.
+	life context.Context
 	// bad are subtask keys whose task names are invalid, for status.
 	bad *badKeys
 
@@ -35,10 +39,14 @@ type subTaskReconciler struct {
 	// (orphan stage, malformed value, invalid config).
 	tasks *localSet[*taskState]
 
-	mu sync.Mutex // guards warns
+	mu sync.Mutex // guards the fields below
 	// warns are config warnings of tasks (config-unknown-field), by task
 	// name; shown in status beside the errors.
 	warns map[string]errs.Error
+	// sealStop is how the shutdown sweep stops subtasks (Close or Kill),
+	// set when it seals the set; a subtask the sealed set refuses is
+	// stopped with it. nil before.
+	sealStop func(*SubTask)
 }
 
 // taskState is a local subtask and the etcd revisions it was last
@@ -54,7 +62,7 @@ func newSubTaskReconciler(cfg SourceWorkerConfig, log *zap.Logger, enabled func(
 		source: cfg.Source.SourceID, store: cfg.Store, factory: cfg.Factory, secretKey: cfg.SecretKey,
 		clock: cfg.Clock, log: log, enabled: enabled,
 		bad:   newBadKeys(cfg.Clock.Now),
-		tasks: newLocalSet[*taskState](cfg.Clock),
+		tasks: newLocalSet[*taskState](cfg.Clock, "subtask"),
 		warns: make(map[string]errs.Error),
 	}
 }
@@ -113,16 +121,13 @@ func (r *subTaskReconciler) remove(name string, ts *taskState) {
 	ts.st.Close()
 }
 
-// removeAll removes every subtask and stops them concurrently with stop.
-func (r *subTaskReconciler) removeAll(stop func(*SubTask)) {
-	var wg sync.WaitGroup
-	r.removeAllAsync(&wg, stop)
-	wg.Wait()
-}
-
 // removeAllAsync removes every subtask and what is recorded about the
-// tasks, and stops the subtasks concurrently; the caller waits on wg.
+// tasks, seals the set (a reconcile can add none after it) and stops the
+// subtasks concurrently; the caller waits on wg.
 func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTask)) {
+	r.mu.Lock()
+	r.sealStop = stop
+	r.mu.Unlock()
 	tasks := r.tasks.takeAll()
 	r.mu.Lock()
 	r.warns = make(map[string]errs.Error)
@@ -134,6 +139,19 @@ func (r *subTaskReconciler) removeAllAsync(wg *sync.WaitGroup, stop func(*SubTas
 			stop(ts.st)
 		}()
 	}
+}
+
+// refused stops st, which the sealed set refused, as the shutdown sweep
+// stops the subtasks it took (Close or Kill).
+func (r *subTaskReconciler) refused(st *SubTask, log *zap.Logger, err error) {
+	r.mu.Lock()
+	stop := r.sealStop
+	r.mu.Unlock()
+	if stop == nil {
+		stop = (*SubTask).Close
+	}
+	stop(st)
+	log.Info("subtask not kept", zap.Error(err))
 }
 
 // setErr records (err != nil) or clears a control-plane error of a task.

@@ -10,11 +10,10 @@ import (
 )
 
 // supervise drives the pipeline until it finishes, fails or ctx is
-// cancelled (by Pause, Close or Kill, which set the stage first), and closes
-// done when it exits. It is the only goroutine that calls units while it
-// runs.
-func (s *SubTask) supervise(ctx context.Context, done chan struct{}) {
-	defer close(done)
+// cancelled (by Pause, Close or Kill, which set the stage first, or by the
+// end of the owner's context). It runs in the subtask's bgWork and is the
+// only goroutine that calls units while it runs.
+func (s *SubTask) supervise(ctx context.Context) {
 	if !s.running() {
 		// Paused or stopped before it started: the units stay as they are.
 		s.settleCanceled(nil)
