@@ -16,7 +16,8 @@
 //   - the stage machine shared by everything with a stage (lifecycle.go),
 //     the one driver from an expected stage in etcd to it (stage_drive.go),
 //     and the one supervisor primitive every holder runs its goroutine in,
-//     bgWork (lifecycle_work.go): the SubTask running its pipeline of units
+//     supervise.Work (pkg/supervise; the lifecycle glue in lifecycle_work.go):
+//     the SubTask running its pipeline of units
 //     (subtask.go, subtask_lifecycle.go, subtask_supervisor.go) and its
 //     validator (subtask_validator.go), the StreamHolder of a stream task
 //     (stream_holder.go, built by stream_runtime.go) and the FileRelay

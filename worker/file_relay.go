@@ -16,6 +16,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/periodic"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/pkg/supervise"
 	"github.com/dmworker/dm-worker/relay"
 )
 
@@ -60,7 +61,7 @@ func NewRelayFactory(relayDir string, opts RelayOptions) RelayFactory {
 			return nil, fmt.Errorf("open relay of source %q in %s: %w", cfg.SourceID, dir, err)
 		}
 		h := &FileRelay{relay: r, cfg: cfg, opts: opts, log: logger.Named("relay-holder"),
-			pull: bgWork{life: ctx}, purger: bgWork{life: ctx}}
+			pull: supervise.NewWork(ctx), purger: supervise.NewWork(ctx)}
 		h.lifecycle = newLifecycle(fmt.Sprintf("relay of source %q", cfg.SourceID), h.resume)
 		return h, nil
 	}
@@ -75,8 +76,8 @@ type FileRelay struct {
 	opts  RelayOptions
 	log   *zap.Logger
 
-	pull   bgWork // the running pull
-	purger bgWork // the background purger, from Start to Close
+	pull   *supervise.Work // the running pull
+	purger *supervise.Work // the background purger, from Start to Close
 
 	mu      sync.Mutex // guards the fields below
 	master  string
@@ -119,7 +120,7 @@ func (h *FileRelay) Start(ctx context.Context) error {
 		return err
 	}
 	// Nothing ran before: the purger starts at once.
-	if err := h.purger.start(ctx, func(ctx context.Context) { h.relay.RunPurger(ctx, h.cfg.Purge) }); err != nil {
+	if err := h.purger.Start(ctx, func(ctx context.Context) { h.relay.RunPurger(ctx, h.cfg.Purge) }); err != nil {
 		return err
 	}
 	h.run(ctx)
@@ -130,7 +131,7 @@ func (h *FileRelay) Start(ctx context.Context) error {
 // error of the pull pauses the relay with it.
 func (h *FileRelay) run(ctx context.Context) {
 	h.log.Info("relay running")
-	h.runWork(ctx, &h.pull, h.opts.Clock, h.pullBinlog, func(err error) {
+	h.runWork(ctx, h.pull, h.opts.Clock, h.pullBinlog, func(err error) {
 		if err != nil {
 			h.log.Error("relay paused by an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 		}
@@ -171,14 +172,14 @@ func (h *FileRelay) refreshMaster(ctx context.Context) {
 func (h *FileRelay) Pause(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	err := h.pauseWork(ctx, &h.pull)
+	err := h.pauseWork(ctx, h.pull)
 	h.log.Info("relay paused")
 	return err
 }
 
 // resume is the relay's part of Resume and AutoResume; it runs under ops.
 func (h *FileRelay) resume(ctx context.Context, auto bool) error {
-	return h.restartWork(ctx, auto, &h.pull, h.run)
+	return h.restartWork(ctx, auto, h.pull, h.run)
 }
 
 // Close stops pulling and the purger, waits for both and releases the
@@ -186,8 +187,8 @@ func (h *FileRelay) resume(ctx context.Context, auto bool) error {
 func (h *FileRelay) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	stopped := h.stopWork(&h.pull, func() {
-		_ = h.purger.stop(context.Background(), h.what) // waits as long as the purger takes
+	stopped := h.stopWork(h.pull, func() {
+		_ = h.purger.Stop(context.Background(), h.what) // waits as long as the purger takes
 		if err := h.relay.Close(); err != nil {
 			h.log.Warn("close relay", zap.Error(err))
 		}

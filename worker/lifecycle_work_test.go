@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/pkg/supervise"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
@@ -62,8 +63,8 @@ func returned(done <-chan struct{}, d time.Duration) bool {
 func TestBGWorkStopAfterTimeout(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	s := &stuckWork{release: make(chan struct{})}
-	var w bgWork
-	if err := w.start(t.Context(), s.run); err != nil {
+	w := supervise.NewWork(nil)
+	if err := w.Start(t.Context(), s.run); err != nil {
 		t.Fatal(err)
 	}
 	startsAre := func(want int) {
@@ -77,25 +78,25 @@ func TestBGWorkStopAfterTimeout(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	if err := w.stop(ctx, "test work"); !errors.Is(err, context.DeadlineExceeded) {
+	if err := w.Stop(ctx, "test work"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stop of stuck work: %v, want the deadline", err)
 	}
 	// Later stops still wait for it.
 	ctx2, cancel2 := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel2()
-	if err := w.stop(ctx2, "test work"); !errors.Is(err, context.DeadlineExceeded) {
+	if err := w.Stop(ctx2, "test work"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("second stop of stuck work: %v, want the deadline", err)
 	}
 	ctx3, cancel3 := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel3()
-	if err := w.start(ctx3, s.run); !errors.Is(err, errWorkRunning) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("start while the old work runs: %v, want %v", err, errWorkRunning)
+	if err := w.Start(ctx3, s.run); !errors.Is(err, supervise.ErrRunning) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("start while the old work runs: %v, want %v", err, supervise.ErrRunning)
 	}
 
 	started := make(chan struct{})
 	go func() {
 		defer close(started)
-		if err := w.start(t.Context(), s.run); err != nil {
+		if err := w.Start(t.Context(), s.run); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -119,7 +120,7 @@ func TestBGWorkStopAfterTimeout(t *testing.T) {
 	closed := make(chan struct{})
 	go func() {
 		defer close(closed)
-		l.stopWork(&w, func() { _, releasedInside, _ = s.counts() })
+		l.stopWork(w, func() { _, releasedInside, _ = s.counts() })
 	}()
 	if returned(closed, 50*time.Millisecond) {
 		t.Fatal("close returned while the work still runs")
@@ -141,12 +142,12 @@ func TestBGWorkStopAfterTimeout(t *testing.T) {
 func TestBGWorkResumeAfterTimedOutPause(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	s := &stuckWork{release: make(chan struct{})}
-	var w bgWork
+	w := supervise.NewWork(nil)
 	var l lifecycle
 	run := func(ctx context.Context) {
-		l.runWork(ctx, &w, RealClock{}, func(ctx context.Context) error { s.run(ctx); return nil }, func(error) {})
+		l.runWork(ctx, w, RealClock{}, func(ctx context.Context) error { s.run(ctx); return nil }, func(error) {})
 	}
-	l = newLifecycle("test work", func(ctx context.Context, auto bool) error { return l.restartWork(ctx, auto, &w, run) })
+	l = newLifecycle("test work", func(ctx context.Context, auto bool) error { return l.restartWork(ctx, auto, w, run) })
 	if err := l.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestBGWorkResumeAfterTimedOutPause(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	if err := l.pauseWork(ctx, &w); !errors.Is(err, context.DeadlineExceeded) {
+	if err := l.pauseWork(ctx, w); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("pause of stuck work: %v, want the deadline", err)
 	}
 	if l.Stage() != stage.Paused {
@@ -172,20 +173,20 @@ func TestBGWorkResumeAfterTimedOutPause(t *testing.T) {
 	if err := l.Resume(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	l.stopWork(&w, nil)
+	l.stopWork(w, nil)
 	if starts, _, most := s.counts(); starts != 2 || most != 1 {
 		t.Fatalf("%d runs, %d at once; want 2 and 1", starts, most)
 	}
 }
 
-// Work started on a bgWork with a life ends when that life does, whoever
+// Work started on a supervise.Work with a life ends when that life does, whoever
 // started it and with what context.
 func TestBGWorkEndsWithItsLife(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	life, end := context.WithCancel(context.Background())
-	w := bgWork{life: life}
+	w := supervise.NewWork(life)
 	exited := make(chan struct{})
-	if err := w.start(context.Background(), func(ctx context.Context) {
+	if err := w.Start(context.Background(), func(ctx context.Context) {
 		defer close(exited)
 		<-ctx.Done()
 	}); err != nil {
@@ -198,7 +199,7 @@ func TestBGWorkEndsWithItsLife(t *testing.T) {
 	if !returned(exited, 10*time.Second) {
 		t.Fatal("work still runs after its life ended")
 	}
-	if err := w.wait(t.Context()); err != nil {
+	if err := w.Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }

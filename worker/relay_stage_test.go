@@ -14,18 +14,19 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/pkg/supervise"
 	"github.com/dmworker/dm-worker/relay"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
 // fakeRelay is a RelayHolder whose pull is a test-controlled goroutine on
-// the shared lifecycle and bgWork, as FileRelay's is: the real relay cannot
+// the shared lifecycle and supervise.Work, as FileRelay's is: the real relay cannot
 // be made to fail on command. Each run of the pull counts in runs and
 // returns failing at once when set, else the error sent on fail, or nil
 // when cancelled.
 type fakeRelay struct {
 	lifecycle
-	pull bgWork
+	pull *supervise.Work
 	fail chan error
 
 	mu      sync.Mutex // guards the fields below
@@ -52,9 +53,9 @@ func (f *fakeRelays) factory(ctx context.Context, cfg *config.SourceConfig, _ *z
 	if f.hold != nil {
 		<-f.hold
 	}
-	h := &fakeRelay{pull: bgWork{life: ctx}, fail: make(chan error, 1)}
+	h := &fakeRelay{pull: supervise.NewWork(ctx), fail: make(chan error, 1)}
 	h.lifecycle = newLifecycle(fmt.Sprintf("relay of source %q", cfg.SourceID), func(ctx context.Context, auto bool) error {
-		return h.restartWork(ctx, auto, &h.pull, h.run)
+		return h.restartWork(ctx, auto, h.pull, h.run)
 	})
 	f.mu.Lock()
 	f.all = append(f.all, h)
@@ -70,7 +71,7 @@ func (f *fakeRelays) built() []*fakeRelay {
 }
 
 func (h *fakeRelay) run(ctx context.Context) {
-	h.runWork(ctx, &h.pull, RealClock{}, func(ctx context.Context) error {
+	h.runWork(ctx, h.pull, RealClock{}, func(ctx context.Context) error {
 		h.mu.Lock()
 		h.runs++
 		failing := h.failing
@@ -101,12 +102,12 @@ func (h *fakeRelay) Start(ctx context.Context) error {
 func (h *fakeRelay) Pause(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	return h.pauseWork(ctx, &h.pull)
+	return h.pauseWork(ctx, h.pull)
 }
 func (h *fakeRelay) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	h.stopWork(&h.pull, nil)
+	h.stopWork(h.pull, nil)
 }
 func (h *fakeRelay) Kill() { h.Close() }
 func (h *fakeRelay) Status() RelayStatus {

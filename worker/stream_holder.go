@@ -11,6 +11,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/pkg/supervise"
 	"github.com/dmworker/dm-worker/stream"
 )
 
@@ -63,7 +64,7 @@ type StreamHolder struct {
 	clock      Clock
 	log        *zap.Logger
 
-	work bgWork // the running task
+	work *supervise.Work // the running task
 
 	mu sync.Mutex // guards the fields below
 	// task is the running task (nil once its Run returned).
@@ -97,7 +98,7 @@ func newStreamHolder(cfg *config.StreamConfig, d streamHolderDeps) *StreamHolder
 		cfg: cfg, factory: d.factory, current: d.current, save: d.save(cfg.Name), clock: d.clock,
 		checkpoint: func() (stream.Checkpoint, error) { return d.checkpoint(cfg.Name) },
 		log:        d.log.With(zap.String("stream", cfg.Name)),
-		work:       bgWork{life: d.life},
+		work:       supervise.NewWork(d.life),
 	}
 	h.lifecycle = newLifecycle(fmt.Sprintf("stream %q", cfg.Name), h.resume)
 	return h
@@ -156,7 +157,7 @@ func (h *StreamHolder) run(ctx context.Context) {
 	h.task = task
 	h.mu.Unlock()
 	h.log.Info("stream task running", zap.Stringer("checkpoint", start.Location))
-	h.runWork(ctx, &h.work, h.clock, task.Run, func(err error) {
+	h.runWork(ctx, h.work, h.clock, task.Run, func(err error) {
 		h.mu.Lock()
 		h.last = task.Status()
 		h.eventsBefore += h.last.Events
@@ -204,21 +205,21 @@ func (h *StreamHolder) skipUntreated(ctx context.Context, start stream.Checkpoin
 func (h *StreamHolder) Pause(ctx context.Context) error {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	err := h.pauseWork(ctx, &h.work)
+	err := h.pauseWork(ctx, h.work)
 	h.log.Info("stream paused")
 	return err
 }
 
 // resume is the stream's part of Resume and AutoResume; it runs under ops.
 func (h *StreamHolder) resume(ctx context.Context, auto bool) error {
-	return h.restartWork(ctx, auto, &h.work, h.run)
+	return h.restartWork(ctx, auto, h.work, h.run)
 }
 
 // Close stops the task (its checkpoint saved by the task) and waits.
 func (h *StreamHolder) Close() {
 	h.ops.Lock()
 	defer h.ops.Unlock()
-	if h.stopWork(&h.work, nil) {
+	if h.stopWork(h.work, nil) {
 		h.log.Info("stream stopped")
 	}
 }

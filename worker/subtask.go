@@ -12,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/pkg/supervise"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -38,7 +39,7 @@ type SubTask struct {
 	// work is the supervisor goroutine, started, stopped and waited for
 	// under the lifecycle's ops, which serialises Run, Pause, Resume,
 	// AutoResume, Update, Close and Kill (the supervisor never takes it).
-	work bgWork
+	work *supervise.Work
 
 	// vops serialises StartValidator and StopValidator.
 	vops sync.Mutex
@@ -74,7 +75,7 @@ func newSubTask(life context.Context, cfg *config.SubTaskConfig, factory unit.Fa
 		factory: factory,
 		logger:  logger.With(zap.String("task", cfg.Name)),
 		cfg:     cfg.Clone(),
-		work:    bgWork{life: life},
+		work:    supervise.NewWork(life),
 	}
 	s.lifecycle = newLifecycle(fmt.Sprintf("subtask %q", cfg.Name), s.resume)
 	s.units, s.buildErr = s.build(s.cfg)

@@ -57,7 +57,7 @@ func (s *SubTask) Pause(ctx context.Context) error {
 		s.logger.Info("subtask paused before it ran")
 		return nil
 	}
-	if err := s.work.stop(ctx, "pause "+s.what); err != nil {
+	if err := s.work.Stop(ctx, "pause "+s.what); err != nil {
 		return err
 	}
 	s.logger.Info("subtask paused", zap.String("stage", string(s.Stage())))
@@ -73,7 +73,7 @@ func (s *SubTask) resume(ctx context.Context, auto bool) error {
 	// Pausing or Paused: the supervisor has settled the stage or is about
 	// to, and is exiting. Other stages are refused below.
 	if st := s.Stage(); st == stage.Pausing || st == stage.Paused {
-		if err := s.work.wait(ctx); err != nil {
+		if err := s.work.Wait(ctx); err != nil {
 			return fmt.Errorf("resume subtask %q: wait for the pause to finish: %w", s.name, err)
 		}
 	}
@@ -173,7 +173,7 @@ func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
 	if !s.beginStop() {
 		return
 	}
-	_ = s.work.stop(context.Background(), s.what) // waits as long as the supervisor takes
+	_ = s.work.Stop(context.Background(), s.what) // waits as long as the supervisor takes
 	s.mu.Lock()
 	var rest []unit.Unit
 	if s.units != nil {
@@ -192,7 +192,7 @@ func (s *SubTask) stop(stopUnit func(unit.Unit), what string) {
 // Resuming and the previous supervisor waited for (resume), so at most one
 // exists. A supervisor that cannot start fails the run.
 func (s *SubTask) startSupervisor(ctx context.Context) {
-	if err := s.work.start(ctx, s.supervise); err != nil {
+	if err := s.work.Start(ctx, s.supervise); err != nil {
 		s.failErr(fmt.Errorf("start subtask %q: %w", s.name, err))
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // supervise drives the pipeline until it finishes, fails or ctx is
 // cancelled (by Pause, Close or Kill, which set the stage first, or by the
-// end of the owner's context). It runs in the subtask's bgWork and is the
+// end of the owner's context). It runs in the subtask's supervise.Work and is the
 // only goroutine that calls units while it runs.
 func (s *SubTask) supervise(ctx context.Context) {
 	if !s.running() {

@@ -14,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/stage"
+	"github.com/dmworker/dm-worker/pkg/supervise"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -40,13 +41,16 @@ type Validator struct {
 	budget  *dbconn.Budget // target connections (UseConnBudget, before Start); nil: pools of its own
 	sources *dbconn.Budget // source connections (UseSourceBudget, before Start); nil: a pool of its own
 
+	// work runs supervise, from Start to Stop (a run that stopped itself on
+	// an error stays started until Stop).
+	work *supervise.Work
+
 	mu sync.Mutex
 	// guarded by mu:
-	stage  stage.Stage
-	cancel context.CancelFunc
-	done   chan struct{}
-	st     progress
-	store  *store // the running run's; nil between runs
+	stage   stage.Stage
+	started bool // Start ran and Stop has not
+	st      progress
+	store   *store // the running run's; nil between runs
 }
 
 // progress is what status shows besides the stage.
@@ -94,7 +98,7 @@ func New(cfg *config.SubTaskConfig, src *config.SourceConfig, relay func() binlo
 		logger = zap.NewNop()
 	}
 	c := cfg.Validator
-	v := &Validator{cfg: cfg, src: src, relay: relay, sync: sync, logger: logger,
+	v := &Validator{cfg: cfg, src: src, relay: relay, sync: sync, logger: logger, work: supervise.NewWork(nil),
 		metrics: &unitMetrics{m: metrics, task: cfg.Name, source: cfg.SourceID},
 		full:    c.Mode != config.ValidationFast, delay: c.RowErrorDelay.Duration,
 		workers: max(c.WorkerCount, 1), limit: defaultLimit, stage: stage.Stopped}
@@ -118,30 +122,29 @@ func (v *Validator) Start(ctx context.Context) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.cancel != nil {
+	if v.started {
 		return nil
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	v.cancel, v.done = cancel, make(chan struct{})
+	v.started = true
 	v.stage, v.st.state, v.st.err = stage.Running, StateWaiting, nil
 	v.logger.Info("validator starts", zap.String("mode", v.Mode()), zap.Int("worker-count", v.workers),
 		zap.Duration("row-error-delay", v.delay))
-	go v.supervise(runCtx, v.done)
-	return nil
+	// Stop waits for every run, so none is running here and Start cannot
+	// wait or fail.
+	return v.work.Start(ctx, v.supervise)
 }
 
 // Stop stops the validator and waits for it; its checkpoint is saved.
 func (v *Validator) Stop() {
 	v.mu.Lock()
-	cancel, done := v.cancel, v.done
+	started := v.started
 	v.mu.Unlock()
-	if cancel == nil {
+	if !started {
 		return
 	}
-	cancel()
-	<-done
+	_ = v.work.Stop(context.Background(), "validator") // waits as long as the run takes
 	v.mu.Lock()
-	v.cancel, v.done = nil, nil
+	v.started = false
 	v.stage, v.st.state = stage.Stopped, StateStopped
 	v.mu.Unlock()
 }
@@ -166,8 +169,7 @@ func (v *Validator) Status() unit.ValidatorStatus {
 // supervise runs the validator until ctx ends: a resumable error (target
 // or source unreachable) is retried with backoff, any other stops the
 // validator with the error in status.
-func (v *Validator) supervise(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (v *Validator) supervise(ctx context.Context) {
 	bo := backoff.New(time.Second, time.Minute)
 	for {
 		started := time.Now()
