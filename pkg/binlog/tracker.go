@@ -96,8 +96,26 @@ func (t *Tracker) Track(ev *replication.BinlogEvent) (EventKind, error) {
 		return EventRows, nil
 	case *replication.XIDEvent:
 		return EventCommit, nil
+	case *replication.FormatDescriptionEvent, *replication.MariadbGTIDListEvent,
+		*replication.MariadbBinlogCheckPointEvent, *replication.PreviousGTIDsEvent:
+		t.passHeader()
 	}
 	return EventOther, nil
+}
+
+// passHeader moves End over a binlog file's header events (format
+// description, GTID list, binlog checkpoint, previous GTIDs) between
+// transactions: they carry no change, so the location after them is the
+// same boundary as the file's start. Without this a consumer idle after a
+// rotate would name <file>:4 while the source's position is past the
+// header, and look behind forever. End only moves forward within its
+// file: the format description a server resends when a stream starts in
+// the middle of a file carries the header's old position.
+func (t *Tracker) passHeader() {
+	if t.InTxn || t.GTID != "" || t.Cur.Name != t.end.Name || t.Cur.Pos <= t.end.Pos {
+		return
+	}
+	t.end.Pos = t.Cur.Pos
 }
 
 // Commit ends the open transaction (or standalone statement): its GTID

@@ -54,6 +54,15 @@ func TestTracker(t *testing.T) {
 			Location{Name: "bin.000001", Pos: 450, GTID: "0-1-7"}},
 		{event(replication.ROTATE_EVENT, 0, &replication.RotateEvent{NextLogName: []byte("bin.000002"), Position: 4}), EventOther, false, false,
 			Location{Name: "bin.000002", Pos: 4, GTID: "0-1-7"}},
+		// The new file's header events move the end over them (they
+		// carry no change), so an idle consumer names the source's
+		// position, not <file>:4.
+		{event(replication.FORMAT_DESCRIPTION_EVENT, 256, &replication.FormatDescriptionEvent{}), EventOther, false, false,
+			Location{Name: "bin.000002", Pos: 256, GTID: "0-1-7"}},
+		{event(replication.MARIADB_GTID_LIST_EVENT, 300, &replication.MariadbGTIDListEvent{}), EventOther, false, false,
+			Location{Name: "bin.000002", Pos: 300, GTID: "0-1-7"}},
+		{event(replication.MARIADB_BINLOG_CHECKPOINT_EVENT, 345, &replication.MariadbBinlogCheckPointEvent{}), EventOther, false, false,
+			Location{Name: "bin.000002", Pos: 345, GTID: "0-1-7"}},
 	}
 	for i, s := range steps {
 		kind, err := tr.Track(s.ev)
@@ -72,8 +81,24 @@ func TestTracker(t *testing.T) {
 			t.Fatalf("step %d: End = %+v, want %+v", i, got, s.wantEnd)
 		}
 	}
-	if tr.Cur != (Location{Name: "bin.000002", Pos: 4}) {
+	if tr.Cur != (Location{Name: "bin.000002", Pos: 345}) {
 		t.Fatalf("Cur = %+v", tr.Cur)
+	}
+
+	// A stream started in the middle of a file gets the format description
+	// again with the header's old position: the end never moves back.
+	mid := Location{Name: "bin.000003", Pos: 5000, GTID: "0-1-7"}
+	tr = NewTracker(mid, gset)
+	for _, ev := range []*replication.BinlogEvent{
+		event(replication.ROTATE_EVENT, 0, &replication.RotateEvent{NextLogName: []byte("bin.000003"), Position: 5000}),
+		event(replication.FORMAT_DESCRIPTION_EVENT, 256, &replication.FormatDescriptionEvent{}),
+	} {
+		if _, err := tr.Track(ev); err != nil {
+			t.Fatal(err)
+		}
+		if got := tr.End(); got != mid {
+			t.Fatalf("after %v: End = %+v, want %+v", ev.Header.EventType, got, mid)
+		}
 	}
 }
 
