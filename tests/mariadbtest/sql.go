@@ -246,3 +246,33 @@ func QueryRows(ctx context.Context, db *sql.DB, q string) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// Session is one root connection over the text protocol without parsed
+// times (values as the server prints them), on which setup ran in order
+// ("SET NAMES binary", "SET time_zone = '+00:00'", ...): a session that
+// reads as a unit does. Connection and pool are closed in tb's Cleanup.
+func (i *Instance) Session(tb testing.TB, setup ...string) *sql.Conn {
+	tb.Helper()
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net = RootUser, "tcp"
+	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.port))
+	cfg.Timeout = 10 * time.Second
+	cfg.TLSConfig = i.tlsName
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		tb.Fatalf("mariadbtest: session on %q: %v", i.opts.Name, err)
+	}
+	db := sql.OpenDB(connector)
+	tb.Cleanup(func() { _ = db.Close() })
+	c, err := db.Conn(tb.Context())
+	if err != nil {
+		tb.Fatalf("mariadbtest: session on %q: %v%s", i.opts.Name, err, i.notRunningNote())
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	for _, q := range setup {
+		if _, err := c.ExecContext(tb.Context(), q); err != nil {
+			tb.Fatalf("mariadbtest: session on %q: %s: %v", i.opts.Name, q, err)
+		}
+	}
+	return c
+}

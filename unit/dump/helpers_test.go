@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/dmworker/dm-worker/config"
@@ -76,26 +73,7 @@ func process(t *testing.T, d *Dumper) *dumpfile.Manifest {
 // rawConn is a root session that reads as the dump does: raw bytes, UTC.
 func rawConn(t *testing.T, inst *mariadbtest.Instance) *sql.Conn {
 	t.Helper()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net = mariadbtest.RootUser, "tcp"
-	cfg.Addr = net.JoinHostPort(inst.Host(), strconv.Itoa(inst.Port()))
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(connector)
-	t.Cleanup(func() { _ = db.Close() })
-	c, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	for _, q := range []string{"SET NAMES binary", "SET time_zone = '+00:00'", "SET sql_mode = ''"} {
-		if _, err := c.ExecContext(t.Context(), q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
+	return inst.Session(t, "SET NAMES binary", "SET time_zone = '+00:00'", "SET sql_mode = ''")
 }
 
 // sourceRows reads q's rows as the chunk format encodes them, sorted.
