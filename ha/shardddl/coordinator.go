@@ -59,8 +59,11 @@ func (c *Coordinator) member(t Table) Member { return Member{Source: c.source, T
 // its transaction and its operations. No operations: nothing to write.
 type stepFunc func(g *group) ([]clientv3.Cmp, []clientv3.Op, error)
 
-// step runs f on fresh reads of the group until its transaction commits
-// (or it has nothing to write) and returns the read it was decided from.
+// step runs f on a fresh read of the group and commits what it decided,
+// with a put of the version key when it deletes (withVersion); when a guard
+// fails (the group changed since the read) it reads and decides again. It
+// returns when a transaction committed, f has nothing to write, or f or
+// etcd fails.
 func step(ctx context.Context, cli *clientv3.Client, k keys, task string, target Table, what string, f stepFunc) error {
 	for {
 		g, err := readGroup(ctx, cli, k, task, target)
@@ -71,6 +74,7 @@ func step(ctx context.Context, cli *clientv3.Client, k keys, task string, target
 		if err != nil || len(ops) == 0 {
 			return err
 		}
+		ops = withVersion(g, what, ops)
 		resp, err := cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("shardddl: %s on lock %s: %w", what, LockID(task, target), err)
@@ -82,6 +86,22 @@ func step(ctx context.Context, cli *clientv3.Client, k keys, task string, target
 			return err
 		}
 	}
+}
+
+// withVersion adds the put of the group's version key to ops that delete a
+// key of the group and do not put it already (see group.guards).
+func withVersion(g *group, what string, ops []clientv3.Op) []clientv3.Op {
+	deletes := false
+	for _, op := range ops {
+		if string(op.KeyBytes()) == g.prefix+segVersion {
+			return ops
+		}
+		deletes = deletes || op.IsDelete()
+	}
+	if !deletes {
+		return ops
+	}
+	return append(ops, g.bumpVersion(what))
 }
 
 // settle decides the group's lock if it is ready and returns the group as
@@ -120,93 +140,134 @@ func decide(ctx context.Context, cli *clientv3.Client, g *group, p pending) (boo
 	for _, m := range g.members() {
 		l.Members = append(l.Members, Seat{Member: m, Seq: g.infos[m].v.Seq})
 	}
-	key := g.prefix + segLock
-	op, err := jsonOp(key, l)
-	if err != nil {
-		return false, err
-	}
+	key := g.lockKey()
 	cmps := append(g.guards(), clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-	resp, err := cli.Txn(ctx).If(cmps...).Then(op).Commit()
+	resp, err := cli.Txn(ctx).If(cmps...).Then(mustJSONOp(key, l)).Commit()
 	if err != nil {
 		return false, fmt.Errorf("shardddl: decide lock %s: %w", l.ID, err)
 	}
 	return resp.Succeeded, nil
 }
 
+// maxDeletesPerTxn bounds the info deletions of one PutShare transaction
+// (etcd's default --max-txn-ops is 128); a share that drops more tables is
+// written in steps, each a valid share.
+const maxDeletesPerTxn = 100
+
 // PutShare publishes this source's share of the group of target: the
 // upstream tables of the source routed to it. Call it when the subtask
 // starts and whenever a routed table is created, renamed or dropped; nil
 // tables removes the source from the group. A table that leaves the share
-// leaves the group: its info is deleted and, if a decided lock waits for
-// its acknowledgement, it is acknowledged as dropped, all in the same
-// transaction, so a lock that waited only for it resolves.
+// leaves the group: its info and any unlock skip of it are deleted and, if
+// a decided lock waits for its acknowledgement, it is acknowledged as
+// dropped, all in the same transaction, so a lock that waited only for it
+// resolves. The transaction is guarded by the whole group as read.
 func (c *Coordinator) PutShare(ctx context.Context, target Table, tables []Table) error {
 	tables = sortTables(tables)
-	err := step(ctx, c.cli, c.keys, c.task, target, "put the share of source "+c.source, func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
-		key := c.keys.share(c.task, target, c.source)
-		old, had := g.shares[c.source]
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", old.rev)}
-		var ops []clientv3.Op
-		switch {
-		case len(tables) == 0 && had:
-			ops = append(ops, clientv3.OpDelete(key))
-		case len(tables) > 0 && (!had || !slices.Equal(old.v.Tables, tables)):
-			op, err := jsonOp(key, ShareValue{Tables: tables})
-			if err != nil {
-				return nil, nil, err
-			}
-			ops = append(ops, op)
+	for more := true; more; {
+		err := step(ctx, c.cli, c.keys, c.task, target, "put the share of source "+c.source, func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
+			var ops []clientv3.Op
+			ops, more = c.shareOps(g, tables)
+			return g.guards(), ops, nil
+		})
+		if err != nil {
+			return err
 		}
-		var gone []Member
-		for _, m := range g.sortedInfoMembers() {
-			if m.Source == c.source && !slices.Contains(tables, m.Table) {
-				i := g.infos[m]
-				gone = append(gone, m)
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(i.key), "=", i.rev))
-				ops = append(ops, clientv3.OpDelete(i.key))
-			}
-		}
-		if g.lock != nil {
-			l := g.lock.v
-			changed := false
-			for _, s := range l.Members {
-				if s.Source == c.source && !slices.Contains(tables, s.Table) {
-					if _, ok := l.acked(s.Member); !ok {
-						l.Acks = append(l.Acks, Ack{Member: s.Member, How: "dropped"})
-						changed = true
-					}
-				}
-			}
-			if changed {
-				lockCmps, lockOps, err := c.writeLock(g, l)
-				if err != nil {
-					return nil, nil, err
-				}
-				cmps, ops = append(cmps, lockCmps...), append(ops, lockOps...)
-			}
-		}
-		if len(gone) > 0 && len(ops) > 0 {
-			c.lg.Info("tables left the sharding group", zap.String("lock", LockID(c.task, target)),
-				zap.Stringers("tables", gone))
-		}
-		return cmps, ops, nil
-	})
-	if err != nil {
-		return err
 	}
-	_, err = settle(ctx, c.cli, c.keys, c.lg, c.task, target)
+	_, err := settle(ctx, c.cli, c.keys, c.lg, c.task, target)
 	return err
 }
 
-// writeLock returns the guard and operations that replace the lock of g by
-// l, or delete it when every member acknowledged. A dropped owner that had
-// not run the DDLs hands the lock to the first member left.
-func (c *Coordinator) writeLock(g *group, l LockValue) ([]clientv3.Cmp, []clientv3.Op, error) {
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(g.lock.key), "=", g.lock.rev)}
-	if l.complete() {
-		return cmps, []clientv3.Op{clientv3.OpDelete(g.lock.key)}, nil
+// shareOps are the operations that make the share of g be tables; more is
+// true when only part of the removed tables fit in one transaction (the
+// share written then still holds the others).
+func (c *Coordinator) shareOps(g *group, tables []Table) (ops []clientv3.Op, more bool) {
+	key := c.keys.share(c.task, g.target, c.source)
+	old, had := g.shares[c.source]
+	var gone []Member
+	for _, m := range g.sortedInfoMembers() {
+		if m.Source == c.source && !slices.Contains(tables, m.Table) {
+			gone = append(gone, m)
+		}
 	}
-	if a, ok := l.acked(l.Owner); ok && a.How == "dropped" && !l.Done {
+	for _, t := range old.v.Tables {
+		if m := c.member(t); !slices.Contains(tables, t) && !slices.Contains(gone, m) {
+			gone = append(gone, m)
+		}
+	}
+	write := tables
+	if len(gone) > maxDeletesPerTxn && len(tables) > 0 {
+		// Keep the rest of the removed tables in the share for now.
+		write = slices.Clone(tables)
+		for _, m := range gone[maxDeletesPerTxn:] {
+			write = append(write, m.Table)
+		}
+		write, gone, more = sortTables(write), gone[:maxDeletesPerTxn], true
+	}
+	switch {
+	case len(write) == 0 && had:
+		ops = append(ops, clientv3.OpDelete(key))
+	case len(write) > 0 && (!had || !slices.Equal(old.v.Tables, write)):
+		ops = append(ops, mustJSONOp(key, ShareValue{Tables: write}))
+	}
+	if len(write) == 0 {
+		ops = append(ops, clientv3.OpDelete(c.keys.sourceInfos(c.task, g.target, c.source), clientv3.WithPrefix()))
+	} else {
+		for _, m := range gone {
+			if _, ok := g.infos[m]; ok {
+				ops = append(ops, clientv3.OpDelete(g.infoKey(m)))
+			}
+		}
+	}
+	ops = append(ops, c.dropFromLock(g, gone)...)
+	if len(ops) == 0 || (len(write) == 0 && !had && len(gone) == 0) {
+		return nil, more
+	}
+	if len(gone) > 0 {
+		c.lg.Info("tables leave the sharding group", zap.String("lock", LockID(c.task, g.target)),
+			zap.Stringers("tables", gone))
+	}
+	return append(ops, g.bumpVersion("put share")), more
+}
+
+// dropFromLock acknowledges gone members of the decided lock as dropped
+// and removes their unlock skips.
+func (c *Coordinator) dropFromLock(g *group, gone []Member) []clientv3.Op {
+	var ops []clientv3.Op
+	if g.lock != nil {
+		l := g.lock.v
+		l.Acks = slices.Clone(l.Acks)
+		changed := false
+		for _, m := range gone {
+			if _, seated := l.seat(m); seated {
+				if _, acked := l.acked(m); !acked {
+					l.Acks = append(l.Acks, Ack{Member: m, How: ResolvedDropped})
+					changed = true
+				}
+			}
+		}
+		if changed {
+			ops = append(ops, lockOps(g, l)...)
+		}
+	}
+	if g.unlock != nil {
+		u := UnlockValue{Skips: slices.DeleteFunc(slices.Clone(g.unlock.v.Skips),
+			func(s Skip) bool { return slices.Contains(gone, s.Member) })}
+		if len(u.Skips) != len(g.unlock.v.Skips) {
+			ops = append(ops, unlockOps(g, u)...)
+		}
+	}
+	return ops
+}
+
+// lockOps replace the lock of g by l, or delete it when every member
+// acknowledged. A dropped owner that had not run the DDLs hands the lock to
+// the first member left.
+func lockOps(g *group, l LockValue) []clientv3.Op {
+	if l.complete() {
+		return []clientv3.Op{clientv3.OpDelete(g.lockKey())}
+	}
+	if a, ok := l.acked(l.Owner); ok && a.How == ResolvedDropped && !l.Done {
 		for _, s := range l.Members {
 			if _, acked := l.acked(s.Member); !acked {
 				l.Owner, l.Executing = s.Member, false
@@ -214,11 +275,15 @@ func (c *Coordinator) writeLock(g *group, l LockValue) ([]clientv3.Cmp, []client
 			}
 		}
 	}
-	op, err := jsonOp(g.lock.key, l)
-	if err != nil {
-		return nil, nil, err
+	return []clientv3.Op{mustJSONOp(g.lockKey(), l)}
+}
+
+// unlockOps write u, or delete the unlock key when no skip is left.
+func unlockOps(g *group, u UnlockValue) []clientv3.Op {
+	if len(u.Skips) == 0 {
+		return []clientv3.Op{clientv3.OpDelete(g.unlockKey())}
 	}
-	return cmps, []clientv3.Op{op}, nil
+	return []clientv3.Op{mustJSONOp(g.unlockKey(), u)}
 }
 
 // Report is what a table reached: its DDLs, rewritten for the target
@@ -271,33 +336,14 @@ func (c *Coordinator) reportTxn(g *group, m Member, r Report) ([]clientv3.Cmp, [
 			}
 		}
 		next.Seq = cur.v.Seq // replaces the unresolved DDL
-	case had && slices.Equal(cur.v.DDLs, r.DDLs) && (cur.v.Location == r.Location || cur.v.Location.IsZero()):
-		if !cur.v.Location.IsZero() {
-			return nil, nil, nil // a replay of a resolved DDL
-		}
-		next = cur.v // pre-resolved by an unlock: now at its location
-		next.Location = r.Location
+	case had && slices.Equal(cur.v.DDLs, r.DDLs) && cur.v.Location == r.Location:
+		return nil, nil, nil // a replay of a resolved DDL
 	case had:
 		next.Seq = cur.v.Seq + 1
 	}
-	op, err := jsonOp(key, next)
-	if err != nil {
-		return nil, nil, err
-	}
 	share := g.shares[m.Source]
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(key), "=", cur.rev),
-		clientv3.Compare(clientv3.ModRevision(share.key), "=", share.rev),
-		clientv3.Compare(clientv3.ModRevision(c.keys.lock(c.task, r.Target)), "=", lockRev(g)),
-	}
-	return cmps, []clientv3.Op{op}, nil
-}
-
-func lockRev(g *group) int64 {
-	if g.lock == nil {
-		return 0
-	}
-	return g.lock.rev
+	cmps := []clientv3.Cmp{keyRev(key, cur.rev), keyRev(share.key, share.rev), keyRev(g.lockKey(), g.lockRev())}
+	return cmps, []clientv3.Op{mustJSONOp(key, next)}, nil
 }
 
 // stateAfterSettle decides the lock if ready and returns m's state.
@@ -330,7 +376,7 @@ func (c *Coordinator) Begin(ctx context.Context, target, table Table) (LockState
 		}
 		l := g.lock.v
 		l.Executing = true
-		return c.writeLock(g, l)
+		return []clientv3.Cmp{keyRev(g.lockKey(), g.lock.rev)}, lockOps(g, l), nil
 	})
 	if err != nil {
 		return LockState{}, err
@@ -350,8 +396,10 @@ func (c *Coordinator) Ack(ctx context.Context, target, table Table) (LockState, 
 	return c.resolve(ctx, target, table, ResolvedSkipped)
 }
 
-// resolve acknowledges m's seat with how, resolves its info and, when it
-// is the last acknowledgement, deletes the lock, in one transaction.
+// resolve acknowledges m's seat with how (or consumes its unlock skip),
+// resolves its info and, when it is the last acknowledgement, deletes the
+// lock, in one transaction guarded by m's info, the lock and the unlock
+// key as read.
 func (c *Coordinator) resolve(ctx context.Context, target, table Table, how string) (LockState, error) {
 	m := c.member(table)
 	err := step(ctx, c.cli, c.keys, c.task, target, how+" the DDL of "+m.String(), func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
@@ -364,27 +412,28 @@ func (c *Coordinator) resolve(ctx context.Context, target, table Table, how stri
 		default:
 			return nil, nil, wrongRole(g, m, how, st)
 		}
-		l := g.lock.v
-		l.Acks = append(l.Acks, Ack{Member: m, How: how})
-		if how == ResolvedExecuted {
-			l.Done = true
-		}
-		cmps, ops, err := c.writeLock(g, l)
-		if err != nil {
-			return nil, nil, err
-		}
 		i := g.infos[m]
+		cmps := []clientv3.Cmp{keyRev(i.key, i.rev), keyRev(g.lockKey(), g.lockRev()), keyRev(g.unlockKey(), g.unlockRev())}
+		resolved := how
+		var ops []clientv3.Op
+		if sk, ok := g.skipAt(m, i.v.Seq); ok {
+			resolved = sk.How
+			ops = unlockOps(g, UnlockValue{Skips: slices.DeleteFunc(slices.Clone(g.unlock.v.Skips),
+				func(s Skip) bool { return s.Member == m && s.Seq == sk.Seq })})
+		} else {
+			l := g.lock.v
+			l.Acks = append(slices.Clone(l.Acks), Ack{Member: m, How: how})
+			if how == ResolvedExecuted {
+				l.Done = true
+			}
+			if l.complete() {
+				c.lg.Info("shard DDL lock resolved", zap.String("lock", l.ID), zap.Int64("rev", g.rev))
+			}
+			ops = lockOps(g, l)
+		}
 		v := i.v
-		v.Resolved = how
-		op, err := jsonOp(i.key, v)
-		if err != nil {
-			return nil, nil, err
-		}
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(i.key), "=", i.rev))
-		if l.complete() {
-			c.lg.Info("shard DDL lock resolved", zap.String("lock", l.ID), zap.Int64("rev", g.rev))
-		}
-		return cmps, append(ops, op), nil
+		v.Resolved = resolved
+		return cmps, append(ops, mustJSONOp(i.key, v)), nil
 	})
 	if err != nil {
 		return LockState{}, err

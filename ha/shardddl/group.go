@@ -20,6 +20,15 @@ type group struct {
 	shares map[string]shareKV
 	infos  map[Member]infoKV
 	lock   *lockKV // nil when the group has no decided lock
+	unlock *unlockKV
+	// version is the mod revision of the version key (0: absent).
+	version int64
+}
+
+type unlockKV struct {
+	key string
+	rev int64
+	v   UnlockValue
 }
 
 type shareKV struct {
@@ -98,6 +107,14 @@ func (g *group) add(k keys, kv *mvccpb.KeyValue) error {
 			return malformed(key, fmt.Errorf("a lock needs members and ddls"))
 		}
 		g.lock = &lockKV{key: key, rev: kv.ModRevision, v: v}
+	case segUnlock:
+		var v UnlockValue
+		if err := decode(key, kv.Value, &v); err != nil {
+			return err
+		}
+		g.unlock = &unlockKV{key: key, rev: kv.ModRevision, v: v}
+	case segVersion:
+		g.version = kv.ModRevision
 	}
 	return nil
 }
@@ -112,21 +129,70 @@ func decode(key string, value []byte, v any) error {
 
 // guards are the comparisons that hold while the group is exactly as read:
 // no key of the group was created or changed after the read (one range
-// comparison over the group prefix) and none was deleted (each key read
-// still has its mod revision).
+// comparison over the group prefix), and the version key is the one read.
+// Every transaction that deletes a key of the group puts the version key,
+// so a deletion after the read fails the range comparison too; RemoveTask,
+// which deletes the version key with the rest, fails the second. Two
+// comparisons, whatever the group's size: etcd refuses a transaction of
+// more than --max-txn-ops (128) comparisons, and a group of DM's headline
+// shape has 1,024 tables.
 func (g *group) guards() []clientv3.Cmp {
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(g.prefix), "<", g.rev+1).WithPrefix()}
-	for _, s := range g.sortedShares() {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.key), "=", s.rev))
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(g.prefix), "<", g.rev+1).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(g.prefix+segVersion), "=", g.version),
 	}
-	for _, m := range g.sortedInfoMembers() {
-		i := g.infos[m]
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(i.key), "=", i.rev))
+}
+
+// bumpVersion is the put of the version key that every transaction
+// deleting a key of the group (or changing a share) carries.
+func (g *group) bumpVersion(step string) clientv3.Op {
+	return clientv3.OpPut(g.prefix+segVersion, fmt.Sprintf(`{"step":%q}`, step))
+}
+
+// keyRev is the comparison that key still has mod revision rev (0:
+// absent).
+func keyRev(key string, rev int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(key), "=", rev)
+}
+
+// lockKey, unlockKey are the group's lock and unlock keys.
+func (g *group) lockKey() string   { return g.prefix + segLock }
+func (g *group) unlockKey() string { return g.prefix + segUnlock }
+
+// infoKey is the key of m's info.
+func (g *group) infoKey(m Member) string {
+	return g.prefix + segInfo + "/" + m.Source + "/" + escape(m.Schema) + "/" + escape(m.Name)
+}
+
+// lockRev and unlockRev are the mod revisions read (0: absent).
+func (g *group) lockRev() int64 {
+	if g.lock == nil {
+		return 0
 	}
-	if g.lock != nil {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(g.lock.key), "=", g.lock.rev))
+	return g.lock.rev
+}
+
+func (g *group) unlockRev() int64 {
+	if g.unlock == nil {
+		return 0
 	}
-	return cmps
+	return g.unlock.rev
+}
+
+// skipAt returns the unlock's skip of m's DDL at seq, if any.
+func (g *group) skipAt(m Member, seq int64) (Skip, bool) {
+	if g.unlock == nil {
+		return Skip{}, false
+	}
+	return g.unlock.v.skipAt(m, seq)
+}
+
+// skips are the unlock's skips (nil without an unlock key).
+func (g *group) skips() []Skip {
+	if g.unlock == nil {
+		return nil
+	}
+	return g.unlock.v.Skips
 }
 
 // members are the upstream tables of every share, sorted.
@@ -147,15 +213,6 @@ func (g *group) isMember(m Member) bool {
 	return ok && slices.Contains(s.v.Tables, m.Table)
 }
 
-func (g *group) sortedShares() []shareKV {
-	out := make([]shareKV, 0, len(g.shares))
-	for _, s := range g.shares {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b shareKV) int { return compareStrings(a.key, b.key) })
-	return out
-}
-
 func (g *group) sortedInfoMembers() []Member {
 	out := make([]Member, 0, len(g.infos))
 	for m := range g.infos {
@@ -165,24 +222,13 @@ func (g *group) sortedInfoMembers() []Member {
 	return out
 }
 
-// isEmpty is true when the group has no key at all.
-func (g *group) isEmpty() bool { return len(g.shares) == 0 && len(g.infos) == 0 && g.lock == nil }
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// jsonOp is a put of v as JSON at key.
-func jsonOp(key string, v any) (clientv3.Op, error) {
+// mustJSONOp is a put of v as JSON at key. The values of this package are
+// plain structs of strings, numbers, booleans and slices, which always
+// encode.
+func mustJSONOp(key string, v any) clientv3.Op {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return clientv3.Op{}, fmt.Errorf("shardddl: encode value of %s: %w", key, err)
+		panic(fmt.Sprintf("shardddl: encode value of %s: %v", key, err))
 	}
-	return clientv3.OpPut(key, string(data)), nil
+	return clientv3.OpPut(key, string(data))
 }

@@ -16,6 +16,8 @@ import (
 //	P/shardddl/{task}/{target-schema}/{target-table}/share/{source}
 //	P/shardddl/{task}/{target-schema}/{target-table}/info/{source}/{schema}/{table}
 //	P/shardddl/{task}/{target-schema}/{target-table}/lock
+//	P/shardddl/{task}/{target-schema}/{target-table}/unlock
+//	P/shardddl/{task}/{target-schema}/{target-table}/version
 //
 // Schema and table names are path-escaped (url.PathEscape), so a name with
 // '/' or '%' stays one segment; task and source names follow
@@ -25,7 +27,13 @@ const (
 	segShare  = "share"
 	segInfo   = "info"
 	segLock   = "lock"
-	lockIDSep = "-"
+	segUnlock = "unlock"
+	// segVersion is put by every transaction that changes a share or
+	// deletes a key of the group, so that "no key of the group has a mod
+	// revision above the read, and the version key has the one read" means
+	// the group is exactly as read (see group.guards).
+	segVersion = "version"
+	lockIDSep  = "-"
 )
 
 // keys builds and parses the keys of one cluster prefix (no trailing slash).
@@ -55,11 +63,16 @@ func (k keys) info(task string, target Table, m Member) string {
 // lock is the key of the group's lock decision.
 func (k keys) lock(task string, target Table) string { return k.group(task, target) + segLock }
 
+// sourceInfos is the prefix of every info of source in the group.
+func (k keys) sourceInfos(task string, target Table, source string) string {
+	return k.group(task, target) + segInfo + "/" + source + "/"
+}
+
 // groupKey says what one key under P/shardddl/ is.
 type groupKey struct {
 	Task   string
 	Target Table
-	Kind   string // segShare, segInfo or segLock
+	Kind   string // segShare, segInfo, segLock, segUnlock or segVersion
 	Source string // share and info
 	Table  Table  // info: the upstream table
 }
@@ -85,7 +98,7 @@ func (k keys) parse(key string) (groupKey, error) {
 	}
 	gk.Kind = parts[3]
 	switch {
-	case gk.Kind == segLock && len(parts) == 4:
+	case (gk.Kind == segLock || gk.Kind == segUnlock || gk.Kind == segVersion) && len(parts) == 4:
 		return gk, nil
 	case gk.Kind == segShare && len(parts) == 5:
 		gk.Source = parts[4]
@@ -95,7 +108,7 @@ func (k keys) parse(key string) (groupKey, error) {
 			return groupKey{}, err
 		}
 	default:
-		return groupKey{}, fmt.Errorf("%w: %q is neither share/{source}, info/{source}/{schema}/{table} nor lock", ErrBadKey, key)
+		return groupKey{}, fmt.Errorf("%w: %q is not share/{source}, info/{source}/{schema}/{table}, lock, unlock or version", ErrBadKey, key)
 	}
 	if err := config.ValidateName("source", gk.Source); err != nil {
 		return groupKey{}, fmt.Errorf("%w: key %s: %w", ErrBadKey, key, err)

@@ -3,6 +3,7 @@ package shardddl
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -128,11 +129,11 @@ func (g *group) info() (LockInfo, bool) {
 			li.State = LockExecuting
 		}
 		for _, s := range l.Members {
-			mt := MemberTable{Source: s.Source, Table: s.Table.String()}
-			if a, ok := l.acked(s.Member); ok && a.How == ResolvedUnlocked {
-				li.Unsynced = append(li.Unsynced, mt)
-			} else {
-				li.Synced = append(li.Synced, mt)
+			li.Synced = append(li.Synced, MemberTable{Source: s.Source, Table: s.Table.String()})
+		}
+		for _, s := range g.skips() {
+			if s.How == ResolvedUnlocked && slices.Equal(s.DDLs, l.DDLs) {
+				li.Unsynced = append(li.Unsynced, MemberTable{Source: s.Source, Table: s.Table.String()})
 			}
 		}
 		return li, true

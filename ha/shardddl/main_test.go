@@ -88,3 +88,26 @@ func lockKeyExists(ctx context.Context, t *testing.T, cli *clientv3.Client) bool
 	}
 	return len(resp.Kvs) == 1
 }
+
+// unlockKeyExists says whether the group's unlock key exists.
+func unlockKeyExists(ctx context.Context, t *testing.T, cli *clientv3.Client) bool {
+	t.Helper()
+	resp, err := cli.Get(ctx, newKeys("").group(testTask, target)+segUnlock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(resp.Kvs) == 1
+}
+
+func ack(ctx context.Context, t *testing.T, c *Coordinator, table Table) LockState {
+	t.Helper()
+	st, err := c.Ack(ctx, target, table)
+	if err != nil {
+		t.Fatalf("Ack of %s %s: %v", c.source, table, err)
+	}
+	return st
+}
+
+func withPrefixCount() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
+}

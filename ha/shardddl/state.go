@@ -30,7 +30,8 @@ const (
 	// check the target (does it already have the change?) and run the DDLs
 	// only if it does not, then call Done.
 	RoleOwnerPending Role = "owner-pending"
-	// RoleSkip: the owner ran the DDLs; skip them on the target and Ack.
+	// RoleSkip: the owner ran the DDLs, or an unlock resolved them
+	// (LockState.Resolved says how); skip them on the target and Ack.
 	RoleSkip Role = "skip"
 	// RoleResolved: the table's DDL is resolved (LockState.Resolved says
 	// how); nothing is left to do for it but go on past it. A table that
@@ -61,6 +62,10 @@ type pending struct {
 	first    *infoKV
 	owner    Member
 	conflict string
+	// skipping are members whose unresolved info an unlock resolved and
+	// that have not acknowledged it yet: the group waits for their Ack
+	// before it decides again.
+	skipping []Member
 }
 
 // analyze computes the undecided lock of g (g.lock == nil).
@@ -70,6 +75,10 @@ func (g *group) analyze() pending {
 		i, ok := g.infos[m]
 		if !ok || i.v.Resolved != "" {
 			p.unsynced = append(p.unsynced, m)
+			continue
+		}
+		if _, ok := g.skipAt(m, i.v.Seq); ok {
+			p.skipping = append(p.skipping, m)
 			continue
 		}
 		p.synced = append(p.synced, m)
@@ -96,7 +105,9 @@ func (g *group) analyze() pending {
 }
 
 // ready is true when every member reached the same DDLs.
-func (p pending) ready() bool { return len(p.synced) > 0 && len(p.unsynced) == 0 && p.conflict == "" }
+func (p pending) ready() bool {
+	return len(p.synced) > 0 && len(p.unsynced) == 0 && len(p.skipping) == 0 && p.conflict == ""
+}
 
 // conflictMessage names both tables and both statements.
 func conflictMessage(g *group, a Member, ai infoKV, b Member, bi infoKV) string {
@@ -125,6 +136,17 @@ func (g *group) state(m Member) LockState {
 	st.Seq, st.DDLs = i.v.Seq, i.v.DDLs
 	if i.v.Resolved != "" {
 		st.Role, st.Resolved = RoleResolved, i.v.Resolved
+		return st
+	}
+	if sk, ok := g.skipAt(m, i.v.Seq); ok {
+		if !slices.Equal(sk.DDLs, i.v.DDLs) {
+			st.Role = RoleConflict
+			st.Conflict = fmt.Sprintf("lock %s: shard-ddl-lock unlock resolved %s (%s) for %s at seq %d, but it reached %s; "+
+				"replace its DDL (task handle-error ... replace) or unlock --force-remove again",
+				st.ID, quoteDDLs(sk.DDLs), sk.How, m, sk.Seq, quoteDDLs(i.v.DDLs))
+			return st
+		}
+		st.Role, st.Resolved = RoleSkip, sk.How
 		return st
 	}
 	if g.lock != nil {

@@ -207,8 +207,14 @@ func TestUnlockWithAMemberThatNeverReports(t *testing.T) {
 		t.Fatal("lock left after unlock and every ack")
 	}
 	st := report(ctx, t, c1, tB, addC1, 900) // the unsynced member reaches it at last
-	if st.Role != RoleResolved || st.Resolved != ResolvedUnlocked {
-		t.Fatalf("unsynced member reaching the unlocked DDL: %+v, want resolved (unlocked)", st)
+	if st.Role != RoleSkip || st.Resolved != ResolvedUnlocked {
+		t.Fatalf("unsynced member reaching the unlocked DDL: %+v, want skip (unlocked)", st)
+	}
+	if st = ack(ctx, t, c1, tB); st.Role != RoleResolved || st.Resolved != ResolvedUnlocked {
+		t.Fatalf("unsynced member after its ack: %+v, want resolved (unlocked)", st)
+	}
+	if unlockKeyExists(ctx, t, cli) {
+		t.Fatal("unlock key left after its last skip was acknowledged")
 	}
 	if st = report(ctx, t, c1, tB, addC2, 950); st.Seq != 2 || st.Role != RoleWaiting {
 		t.Fatalf("its next DDL: %+v, want waiting at seq 2", st)
@@ -242,17 +248,22 @@ func TestUnlockForceRemove(t *testing.T) {
 			if lockKeyExists(ctx, t, cli) {
 				t.Fatal("lock left after --force-remove")
 			}
+			if !decided { // the unsynced member reaches the DDL now
+				report(ctx, t, c1, tB, addC1, 100)
+			}
 			for _, m := range []struct {
 				c *Coordinator
 				t Table
-			}{{c1, tA}, {c2, tA}} {
-				if st := state(ctx, t, m.c, m.t); st.Role != RoleResolved || st.Resolved != ResolvedForceRemoved {
-					t.Fatalf("%s %s after --force-remove: %+v", m.c.source, m.t, st)
+			}{{c1, tA}, {c2, tA}, {c1, tB}} {
+				if st := state(ctx, t, m.c, m.t); st.Role != RoleSkip || st.Resolved != ResolvedForceRemoved {
+					t.Fatalf("%s %s after --force-remove: %+v, want skip (force-removed)", m.c.source, m.t, st)
+				}
+				if st := ack(ctx, t, m.c, m.t); st.Role != RoleResolved || st.Resolved != ResolvedForceRemoved {
+					t.Fatalf("%s %s after its ack: %+v, want resolved (force-removed)", m.c.source, m.t, st)
 				}
 			}
-			st := report(ctx, t, c1, tB, addC1, 100)
-			if st.Role != RoleResolved || st.Resolved != ResolvedForceRemoved {
-				t.Fatalf("member reaching the force-removed DDL: %+v", st)
+			if unlockKeyExists(ctx, t, cli) {
+				t.Fatal("unlock key left after every skip was acknowledged")
 			}
 			if locks, err := Locks(ctx, cli, "", ""); err != nil || len(locks) != 0 {
 				t.Fatalf("Locks = %+v, %v; want none", locks, err)
@@ -363,5 +374,35 @@ func TestUnlockNamesAnotherOwner(t *testing.T) {
 	locks, err := Locks(ctx, cli, "", testTask)
 	if err != nil || len(locks) != 1 || locks[0].Owner != "s2" || locks[0].State != LockExecuting {
 		t.Fatalf("Locks = %+v, %v; want s2 executing", locks, err)
+	}
+}
+
+// WaitSource follows every table of the source with one watch.
+func TestWaitSourceSeesEveryTable(t *testing.T) {
+	ctx := testCtx(t)
+	cli := newClient(t)
+	c1, c2 := coord(t, cli, "s1"), coord(t, cli, "s2")
+	mustPutShare(ctx, t, c1, tA, tB)
+	mustPutShare(ctx, t, c2, tA)
+	report(ctx, t, c1, tA, addC1, 100)
+	report(ctx, t, c1, tB, addC1, 100)
+	got := make(chan map[Table]LockState, 1)
+	go func() {
+		states, err := c1.WaitSource(ctx, target, func(m map[Table]LockState) bool {
+			return m[tA].Role == RoleOwner && m[tB].Role == RoleWaiting && len(m[tB].WaitingFor) == 1
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- states
+	}()
+	report(ctx, t, c2, tA, addC1, 100) // decides
+	select {
+	case states := <-got:
+		if len(states) != 2 || *states[tB].Owner != c1.member(tA) {
+			t.Fatalf("states %+v, want both tables of s1, %s owning", states, tA)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("WaitSource did not see the decision")
 	}
 }

@@ -79,6 +79,9 @@ const (
 	// ResolvedForceRemoved: `shard-ddl-lock unlock --force-remove` removed
 	// the lock; nobody ran the DDL, the table skips it.
 	ResolvedForceRemoved = "force-removed"
+	// ResolvedDropped (acknowledgements only): the table left the group
+	// (PutShare without it) before it acknowledged.
+	ResolvedDropped = "dropped"
 )
 
 // InfoValue is the value of P/shardddl/{task}/{target}/info/{source}/{schema}/{table}:
@@ -116,6 +119,34 @@ type LockValue struct {
 	// Unlock records the `shard-ddl-lock unlock` that made or changed this
 	// decision: the owner source it named ("" for the default).
 	Unlock *UnlockRecord `json:"unlock,omitempty"`
+}
+
+// UnlockValue is the value of P/shardddl/{task}/{target}/unlock: what
+// `shard-ddl-lock unlock` resolved for members that have not acknowledged
+// it yet. Each skip is consumed (removed, and the key deleted with the last
+// one) by the member's Ack.
+type UnlockValue struct {
+	Skips []Skip `json:"skips"`
+}
+
+// Skip tells a member to skip the DDLs of its info at Seq: How is
+// ResolvedUnlocked (the lock was unlocked before the table reached them; an
+// owner runs them) or ResolvedForceRemoved (nobody runs them).
+type Skip struct {
+	Member
+	Seq  int64    `json:"seq"`
+	DDLs []string `json:"ddls"`
+	How  string   `json:"how"`
+}
+
+// skipAt returns the skip of m for its DDL at seq, if any.
+func (u *UnlockValue) skipAt(m Member, seq int64) (Skip, bool) {
+	for _, s := range u.Skips {
+		if s.Member == m && s.Seq == seq {
+			return s, true
+		}
+	}
+	return Skip{}, false
 }
 
 // Seat is a member of a decided lock and the seq of its info the lock is for.

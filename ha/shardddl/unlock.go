@@ -11,29 +11,30 @@ import (
 // Unlock resolves a stuck lock as `dmctl shard-ddl-lock unlock LOCK
 // [--owner SOURCE] [--force-remove]` does, in one transaction guarded by
 // the whole group as read (a concurrent step makes it read and decide
-// again):
+// again). It writes no request for a worker to pick up: the operator's
+// client makes the decision itself, fenced like any worker's.
 //
 //   - undecided lock, without forceRemove: the lock is decided now with the
 //     members that reached the DDLs (synced); the owner is the first synced
-//     table of source owner (default: the first synced table); the members
-//     that did not reach it (unsynced) get an info pre-resolved as
-//     "unlocked" and count as acknowledged, so they skip the DDLs when they
-//     reach them. The owner's worker then runs the DDLs, the synced members
-//     skip, and the lock is removed as usual. Refused when the synced
-//     members reached different DDLs (ErrConflict): use forceRemove.
+//     table of source owner (default: the first synced table); each member
+//     that did not reach them (unsynced) gets a skip in the unlock key and
+//     skips them when it reaches them. The owner's worker then runs the
+//     DDLs, the synced members skip, and the lock is removed as usual.
+//     Refused when the synced members reached different DDLs (ErrConflict):
+//     use forceRemove.
 //   - decided lock, without forceRemove: owner names another source whose
 //     member runs the DDLs instead of the current owner (whose worker is
 //     gone); refused once the owner began (it may have run them).
 //   - forceRemove: the lock is removed and nobody runs the DDLs: every
-//     member's info is resolved as "force-removed" (pre-resolved for the
-//     unsynced ones), so each skips the DDLs.
+//     member that has not acknowledged gets a skip ("force-removed"), the
+//     synced ones for the DDL they wait on, the unsynced ones for their
+//     next.
 func Unlock(ctx context.Context, cli *clientv3.Client, prefix, lockID, owner string, forceRemove bool) error {
 	task, target, err := ParseLockID(lockID)
 	if err != nil {
 		return err
 	}
-	k := newKeys(prefix)
-	return step(ctx, cli, k, task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
+	return step(ctx, cli, newKeys(prefix), task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
 		if g.lock != nil {
 			return unlockDecided(g, owner, forceRemove)
 		}
@@ -43,20 +44,14 @@ func Unlock(ctx context.Context, cli *clientv3.Client, prefix, lockID, owner str
 
 func unlockDecided(g *group, owner string, force bool) ([]clientv3.Cmp, []clientv3.Op, error) {
 	l := g.lock.v
-	cmps := g.guards()
 	if force {
-		ops := []clientv3.Op{clientv3.OpDelete(g.lock.key)}
+		var skips []Skip
 		for _, s := range l.Members {
-			if _, ok := l.acked(s.Member); ok {
-				continue
+			if _, ok := l.acked(s.Member); !ok {
+				skips = append(skips, Skip{Member: s.Member, Seq: s.Seq, DDLs: l.DDLs, How: ResolvedForceRemoved})
 			}
-			op, err := resolvedInfo(g, s.Member, l.DDLs, ResolvedForceRemoved)
-			if err != nil {
-				return nil, nil, err
-			}
-			ops = append(ops, op)
 		}
-		return cmps, ops, nil
+		return g.guards(), []clientv3.Op{clientv3.OpDelete(g.lockKey()), putSkips(g, skips)}, nil
 	}
 	if owner == "" || owner == l.Owner.Source {
 		return nil, nil, fmt.Errorf("shardddl: lock %s is decided and waits for its owner %s to run %s; "+
@@ -66,23 +61,16 @@ func unlockDecided(g *group, owner string, force bool) ([]clientv3.Cmp, []client
 		return nil, nil, fmt.Errorf("shardddl: owner %s of lock %s began running %s; check the target "+
 			"and use --force-remove if the DDLs ran", l.Owner, l.ID, quoteDDLs(l.DDLs))
 	}
-	next := -1
-	for i, s := range l.Members {
-		if _, ok := l.acked(s.Member); !ok && s.Source == owner {
-			next = i
-			break
-		}
-	}
+	next := slices.IndexFunc(l.Members, func(s Seat) bool {
+		_, acked := l.acked(s.Member)
+		return !acked && s.Source == owner
+	})
 	if next < 0 {
 		return nil, nil, fmt.Errorf("shardddl: source %s has no unacknowledged member of lock %s to run its DDLs", owner, l.ID)
 	}
 	l.Owner = l.Members[next].Member
 	l.Unlock = &UnlockRecord{Owner: owner}
-	op, err := jsonOp(g.lock.key, l)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cmps, []clientv3.Op{op}, nil
+	return g.guards(), []clientv3.Op{mustJSONOp(g.lockKey(), l)}, nil
 }
 
 func unlockPending(g *group, owner string, force bool) ([]clientv3.Cmp, []clientv3.Op, error) {
@@ -92,17 +80,20 @@ func unlockPending(g *group, owner string, force bool) ([]clientv3.Cmp, []client
 		return nil, nil, fmt.Errorf("%w: %s has no member waiting on a DDL", ErrNoLock, id)
 	}
 	ddls := p.first.v.DDLs
-	cmps := append(g.guards(), clientv3.Compare(clientv3.CreateRevision(g.prefix+segLock), "=", 0))
-	var ops []clientv3.Op
+	how := ResolvedUnlocked
 	if force {
-		for _, m := range append(slices.Clone(p.synced), p.unsynced...) {
-			op, err := resolvedInfo(g, m, ddls, ResolvedForceRemoved)
-			if err != nil {
-				return nil, nil, err
-			}
-			ops = append(ops, op)
+		how = ResolvedForceRemoved
+	}
+	var skips []Skip
+	for _, m := range p.unsynced {
+		skips = append(skips, Skip{Member: m, Seq: g.nextSeq(m), DDLs: ddls, How: how})
+	}
+	if force {
+		for _, m := range p.synced {
+			i := g.infos[m]
+			skips = append(skips, Skip{Member: m, Seq: i.v.Seq, DDLs: i.v.DDLs, How: how})
 		}
-		return cmps, ops, nil
+		return g.guards(), []clientv3.Op{putSkips(g, skips)}, nil
 	}
 	if p.conflict != "" {
 		return nil, nil, fmt.Errorf("%w: %s; unlock --force-remove removes the lock without running any", ErrConflict, p.conflict)
@@ -118,38 +109,39 @@ func unlockPending(g *group, owner string, force bool) ([]clientv3.Cmp, []client
 	for _, m := range p.synced {
 		l.Members = append(l.Members, Seat{Member: m, Seq: g.infos[m].v.Seq})
 	}
-	for _, m := range p.unsynced {
-		seq := g.infos[m].v.Seq + 1 // absent info: 0+1
-		l.Members = append(l.Members, Seat{Member: m, Seq: seq})
-		l.Acks = append(l.Acks, Ack{Member: m, How: ResolvedUnlocked})
-		op, err := resolvedInfo(g, m, ddls, ResolvedUnlocked)
-		if err != nil {
-			return nil, nil, err
-		}
-		ops = append(ops, op)
-	}
 	slices.SortFunc(l.Members, func(a, b Seat) int { return a.compare(b.Member) })
-	op, err := jsonOp(g.prefix+segLock, l)
-	if err != nil {
-		return nil, nil, err
+	cmps := append(g.guards(), clientv3.Compare(clientv3.CreateRevision(g.lockKey()), "=", 0))
+	ops := []clientv3.Op{mustJSONOp(g.lockKey(), l)}
+	if len(skips) > 0 {
+		ops = append(ops, putSkips(g, skips))
 	}
-	return cmps, append(ops, op), nil
+	return cmps, ops, nil
 }
 
-// resolvedInfo is the put of m's info resolved with how: its unresolved
-// info if it has one, else a pre-resolved info for its next DDL (no
-// location: the table has not reached it; it skips it when it does).
-func resolvedInfo(g *group, m Member, ddls []string, how string) (clientv3.Op, error) {
-	i, ok := g.infos[m]
-	v := i.v
-	if !ok || v.Resolved != "" {
-		v = InfoValue{Seq: i.v.Seq + 1, DDLs: ddls}
+// nextSeq is the seq m's next DDL will get: one past its info and any skip
+// already waiting for it.
+func (g *group) nextSeq(m Member) int64 {
+	seq := g.infos[m].v.Seq // 0 without an info
+	for _, s := range g.skips() {
+		if s.Member == m {
+			seq = max(seq, s.Seq)
+		}
 	}
-	v.Resolved = how
-	return jsonOp(keys{}.infoUnder(g, m), v)
+	return seq + 1
 }
 
-// infoUnder is the info key of m in g.
-func (keys) infoUnder(g *group, m Member) string {
-	return g.prefix + segInfo + "/" + m.Source + "/" + escape(m.Schema) + "/" + escape(m.Name)
+// putSkips writes the unlock key with skips added to those it holds (a
+// skip of the same member and seq is replaced).
+func putSkips(g *group, skips []Skip) clientv3.Op {
+	out := slices.DeleteFunc(slices.Clone(g.skips()), func(old Skip) bool {
+		return slices.ContainsFunc(skips, func(s Skip) bool { return s.Member == old.Member && s.Seq == old.Seq })
+	})
+	out = append(out, skips...)
+	slices.SortFunc(out, func(a, b Skip) int {
+		if c := a.compare(b.Member); c != 0 {
+			return c
+		}
+		return int(max(min(a.Seq-b.Seq, 1), -1))
+	})
+	return mustJSONOp(g.unlockKey(), UnlockValue{Skips: out})
 }
