@@ -142,7 +142,7 @@ func (g *group) state(m Member) LockState {
 		if !slices.Equal(sk.DDLs, i.v.DDLs) {
 			st.Role = RoleConflict
 			st.Conflict = fmt.Sprintf("lock %s: shard-ddl-lock unlock resolved %s (%s) for %s at seq %d, but it reached %s; "+
-				"replace its DDL (task handle-error ... replace) or unlock --force-remove again",
+				"replace its DDL by the unlocked one (task handle-error ... replace) or skip it (task handle-error ... skip)",
 				st.ID, quoteDDLs(sk.DDLs), sk.How, m, sk.Seq, quoteDDLs(i.v.DDLs))
 			return st
 		}

@@ -406,3 +406,37 @@ func TestWaitSourceSeesEveryTable(t *testing.T) {
 		t.Fatal("WaitSource did not see the decision")
 	}
 }
+
+// An owner whose table is dropped before it began hands the lock to the
+// next member; an unlocked member that reaches another DDL is a conflict.
+func TestDroppedOwnerHandsOverAndSkipMismatch(t *testing.T) {
+	ctx := testCtx(t)
+	cli := newClient(t)
+	c1, c2 := coord(t, cli, "s1"), coord(t, cli, "s2")
+	mustPutShare(ctx, t, c1, tA, tB)
+	mustPutShare(ctx, t, c2, tA)
+	report(ctx, t, c1, tA, addC1, 100)
+	report(ctx, t, c2, tA, addC1, 100)
+	report(ctx, t, c1, tB, addC1, 100)
+	wantRole(t, "first reporter", state(ctx, t, c1, tA), RoleOwner)
+	mustPutShare(ctx, t, c1, tB) // the owner's table is dropped
+	wantRole(t, "next member after the owner's drop", state(ctx, t, c1, tB), RoleOwner)
+	if _, err := c1.Done(ctx, target, tB); err != nil {
+		t.Fatal(err)
+	}
+	ack(ctx, t, c2, tA)
+	if lockKeyExists(ctx, t, cli) {
+		t.Fatal("lock left")
+	}
+
+	// Next DDL: s1's table never reaches it; unlock; it then reaches another.
+	report(ctx, t, c2, tA, addC2, 200)
+	if err := Unlock(ctx, cli, "", LockID(testTask, target), "", false); err != nil {
+		t.Fatal(err)
+	}
+	st := report(ctx, t, c1, tB, "ALTER TABLE `shop`.`orders` DROP COLUMN c1", 300)
+	wantRole(t, "unlocked member reaching another DDL", st, RoleConflict)
+	if !strings.Contains(st.Conflict, addC2) || !strings.Contains(st.Conflict, "DROP COLUMN c1") {
+		t.Fatalf("conflict %q does not name both statements", st.Conflict)
+	}
+}

@@ -48,10 +48,6 @@ type Location struct {
 	GTID string `json:"binlog-gtid,omitempty"`
 }
 
-// IsZero is true for the location of an info the reporting worker did not
-// write (one pre-resolved by an unlock).
-func (l Location) IsZero() bool { return l == Location{} }
-
 // String is "file:pos" with the GTID set after it when known.
 func (l Location) String() string {
 	s := fmt.Sprintf("%s:%d", l.Name, l.Pos)
