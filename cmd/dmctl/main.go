@@ -4,7 +4,9 @@
 // workers publish there.
 //
 // It owns nothing in etcd beyond what a master writes; it never writes a
-// key a worker owns (worker info, keepalive, status). Every command checks
+// key a worker owns (worker info, keepalive, status), except the shard DDL
+// state under P/shardddl/, which `shard-ddl-lock unlock` changes through
+// ha/shardddl as any worker does (DESIGN.md §3). Every command checks
 // all of its input and every object it refers to before it writes
 // anything, so a failing command leaves etcd as it was.
 package main
@@ -141,6 +143,7 @@ func commands() []command {
 	all = append(all, taskCommands()...)
 	all = append(all, validationCommands()...)
 	all = append(all, streamCommands()...)
+	all = append(all, shardDDLLockCommands()...)
 	all = append(all, secretCommands()...)
 	return all
 }
@@ -281,11 +284,15 @@ func (o *globalOptions) check() string {
 }
 
 // lookup finds the command whose name words start args and returns it with
-// the remaining arguments; nil when none matches.
+// the remaining arguments; nil when none matches. The longest name wins:
+// "shard-ddl-lock unlock L" is the unlock command, not the listing of
+// task "unlock".
 func lookup(all []command, args []string) (*command, []string) {
+	var best *command
+	n := 0
 	for i := range all {
 		words := strings.Fields(all[i].name)
-		if len(args) < len(words) {
+		if len(args) < len(words) || len(words) <= n {
 			continue
 		}
 		match := true
@@ -296,10 +303,13 @@ func lookup(all []command, args []string) (*command, []string) {
 			}
 		}
 		if match {
-			return &all[i], args[len(words):]
+			best, n = &all[i], len(words)
 		}
 	}
-	return nil, nil
+	if best == nil {
+		return nil, nil
+	}
+	return best, args[n:]
 }
 
 // printUsage writes the global usage: flags and every command.
@@ -323,6 +333,22 @@ func printCommandUsage(w io.Writer, c *command) {
 // ("source create FILE --worker w1"); "--" ends flag parsing. It returns the
 // positional arguments and checks that there are exactly want of them.
 func parseArgs(cmd *command, fs *flag.FlagSet, args []string, want ...string) ([]string, error) {
+	pos, err := parseAllArgs(cmd, fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != len(want) {
+		if len(want) == 0 {
+			return nil, usagef(cmd, "takes no arguments, got %q", pos)
+		}
+		return nil, usagef(cmd, "needs %s, got %d argument(s) %q", strings.Join(want, " "), len(pos), pos)
+	}
+	return pos, nil
+}
+
+// parseAllArgs is parseArgs without the count check: it returns every
+// positional argument, for commands whose arguments are optional.
+func parseAllArgs(cmd *command, fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
@@ -343,12 +369,6 @@ func parseArgs(cmd *command, fs *flag.FlagSet, args []string, want ...string) ([
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
-	}
-	if len(pos) != len(want) {
-		if len(want) == 0 {
-			return nil, usagef(cmd, "takes no arguments, got %q", pos)
-		}
-		return nil, usagef(cmd, "needs %s, got %d argument(s) %q", strings.Join(want, " "), len(pos), pos)
 	}
 	return pos, nil
 }
