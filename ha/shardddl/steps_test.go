@@ -334,7 +334,7 @@ func TestLockIDAndKeysRoundTrip(t *testing.T) {
 			t.Errorf("parse info key of %+v: %+v, %v", tb, gk, err)
 		}
 	}
-	for _, id := range []string{"task", "task-`a`", "task-`a`.`b", "task-`a`.`b`.`c`", "task-`a`x`b`"} {
+	for _, id := range []string{"task", "task-`a`", "task-`a`.`b", "task-`a`.`b`.`c`", "task-`a`x`b`", "a/b-`db`.`t`", "-`db`.`t`"} {
 		if _, _, err := ParseLockID(id); !errors.Is(err, ErrBadLockID) {
 			t.Errorf("ParseLockID(%q): %v, want ErrBadLockID", id, err)
 		}

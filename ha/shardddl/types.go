@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
@@ -198,6 +199,9 @@ func ParseLockID(id string) (task string, target Table, err error) {
 	names, ok := unquoteNames("`" + quoted)
 	if !ok || len(names) != 2 {
 		return "", Table{}, fmt.Errorf("%w: %q is not <task>-`<db>`.`<table>`", ErrBadLockID, id)
+	}
+	if err := config.ValidateName("task", task); err != nil {
+		return "", Table{}, fmt.Errorf("%w: %q: %w", ErrBadLockID, id, err)
 	}
 	return task, Table{Schema: names[0], Name: names[1]}, nil
 }
