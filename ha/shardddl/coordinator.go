@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/backoff"
 )
 
 // DefaultPrefix is the cluster prefix P when none is given (as in ha).
@@ -59,13 +61,26 @@ func (c *Coordinator) member(t Table) Member { return Member{Source: c.source, T
 // its transaction and its operations. No operations: nothing to write.
 type stepFunc func(g *group) ([]clientv3.Cmp, []clientv3.Op, error)
 
+// Pacing of a step whose guard failed: the workers of a group's shards
+// report at about the same moment, and a step that re-read at once would
+// meet the same writers again; a jittered pause from stepRetryMin doubling
+// to stepRetryMax spreads them. The first attempt never waits.
+const (
+	stepRetryMin = time.Millisecond
+	stepRetryMax = 100 * time.Millisecond
+)
+
 // step runs f on a fresh read of the group and commits what it decided,
 // with a put of the version key when it deletes (withVersion); when a guard
-// fails (the group changed since the read) it reads and decides again. It
-// returns when a transaction committed, f has nothing to write, or f or
-// etcd fails.
+// fails (the group changed since the read) it pauses briefly, reads and
+// decides again. It returns when a transaction committed, f has nothing to
+// write, or f, etcd or ctx fails.
 func step(ctx context.Context, cli *clientv3.Client, k keys, task string, target Table, what string, f stepFunc) error {
-	for {
+	retry := backoff.New(stepRetryMin, stepRetryMax)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !backoff.Sleep(ctx, backoff.RealClock{}, retry.Next()) {
+			return context.Cause(ctx)
+		}
 		g, err := readGroup(ctx, cli, k, task, target)
 		if err != nil {
 			return err
