@@ -135,7 +135,7 @@ func TestKeysetBit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, _, err := ChooseKeyset(tbl, mustShapes(t, c, "k", table), names)
+			k, _, err := ChooseKeyset(tbl, names)
 			if err != nil || k == nil || k.Columns[0].Kind != PageBit {
 				t.Fatalf("%s: ChooseKeyset = %+v, %v; want the BIT primary key", table, k, err)
 			}
@@ -162,15 +162,6 @@ func TestKeysetBit(t *testing.T) {
 	}
 }
 
-func mustShapes(t *testing.T, q Querier, schema, table string) map[string]IndexShape {
-	t.Helper()
-	s, err := ReadIndexShapes(t.Context(), q, schema, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // TestKeysetRange pages 2- and 3-column keys of mixed kinds (text in a
 // charset other than the session's, temporal, binary, numbers with
 // duplicates in the leading columns) in chunks, both as "key > cursor" and
@@ -194,7 +185,7 @@ func TestKeysetRange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, _, err := ChooseKeyset(tbl, mustShapes(t, c, "k", table), names)
+			k, _, err := ChooseKeyset(tbl, names)
 			if err != nil || k == nil {
 				t.Fatalf("%s: ChooseKeyset = %v, %v", table, k, err)
 			}

@@ -28,7 +28,7 @@ const columnsSelect = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POS
 // indexesSelect has no ORDER BY on the index name: the server lists a
 // table's indexes in its own key order (see Table), which decides the row
 // key of a table without a primary key.
-const indexesSelect = "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, NULLABLE " +
+const indexesSelect = "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, NULLABLE, INDEX_TYPE, SUB_PART " +
 	"FROM information_schema.STATISTICS WHERE "
 
 // ReadTable reads schema.table's model. A table the server does not list
@@ -101,9 +101,10 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 	positions := map[indexName]int{}
 	err = ScanAll(ctx, q, indexesSelect+cond, args, func(rows *sql.Rows) error {
 		var name TableName
-		var index, column, nullable string
+		var index, column, nullable, typ string
 		var nonUnique, seq int
-		if err := rows.Scan(&name.Schema, &name.Name, &index, &nonUnique, &seq, &column, &nullable); err != nil {
+		var subPart sql.NullInt64
+		if err := rows.Scan(&name.Schema, &name.Name, &index, &nonUnique, &seq, &column, &nullable, &typ, &subPart); err != nil {
 			return err
 		}
 		t := byName[name]
@@ -115,7 +116,7 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 		if !ok {
 			pos = len(t.Indexes)
 			positions[key] = pos
-			t.Indexes = append(t.Indexes, Index{Name: index, Primary: index == "PRIMARY", Unique: nonUnique == 0})
+			t.Indexes = append(t.Indexes, Index{Name: index, Primary: index == "PRIMARY", Unique: nonUnique == 0, Type: typ})
 		}
 		ix := &t.Indexes[pos]
 		for len(ix.Columns) < seq {
@@ -124,6 +125,9 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 		ix.Columns[seq-1] = column
 		if strings.EqualFold(nullable, "YES") {
 			ix.Nullable = true
+		}
+		if subPart.Valid {
+			ix.Prefix = true
 		}
 		return nil
 	})

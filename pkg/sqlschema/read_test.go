@@ -102,10 +102,10 @@ func TestRead(t *testing.T) {
 
 	t.Run("IndexOrder", func(t *testing.T) {
 		want := []Index{
-			{Name: "z_ok", Columns: []string{"c", "b"}, Unique: true},
-			{Name: "m_ok", Columns: []string{"e"}, Unique: true},
-			{Name: "a_null", Columns: []string{"a"}, Unique: true, Nullable: true},
-			{Name: "b_plain", Columns: []string{"d"}},
+			{Name: "z_ok", Columns: []string{"c", "b"}, Unique: true, Type: "BTREE"},
+			{Name: "m_ok", Columns: []string{"e"}, Unique: true, Type: "BTREE"},
+			{Name: "a_null", Columns: []string{"a"}, Unique: true, Nullable: true, Type: "BTREE"},
+			{Name: "b_plain", Columns: []string{"d"}, Type: "BTREE"},
 		}
 		uk := read(t, "app", "uk")
 		if !reflect.DeepEqual(uk.Indexes, want) {
@@ -115,7 +115,7 @@ func TestRead(t *testing.T) {
 			t.Errorf("app.uk UniqueKeys\n got %+v\nwant %+v", got, want[:3])
 		}
 		pk := read(t, "app", "pk")
-		if want := []Index{{Name: "PRIMARY", Columns: []string{"b", "a"}, Primary: true, Unique: true}}; !reflect.DeepEqual(pk.Indexes, want) {
+		if want := []Index{{Name: "PRIMARY", Columns: []string{"b", "a"}, Primary: true, Unique: true, Type: "BTREE"}}; !reflect.DeepEqual(pk.Indexes, want) {
 			t.Errorf("app.pk indexes %+v, want %+v", pk.Indexes, want)
 		}
 	})

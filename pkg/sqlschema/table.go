@@ -11,6 +11,11 @@ type Index struct {
 	// Nullable: some column of the index may be NULL, so a unique index
 	// does not identify a row (several rows may hold NULL there).
 	Nullable bool
+	// Type is INDEX_TYPE: "BTREE", "HASH", "FULLTEXT", "SPATIAL".
+	Type string
+	// Prefix: some column is indexed by a prefix (SUB_PART is set), so
+	// the index does not order the whole values.
+	Prefix bool
 }
 
 // KeyReason says why a table's RowKey is what it is.

@@ -19,11 +19,7 @@ import (
 // carry each column's own charset. None is logged: the table is then one
 // chunk.
 func readKey(ctx context.Context, c *sql.Conn, t tableRef, tbl *sqlschema.Table, log *zap.Logger) (*sqlschema.Keyset, error) {
-	shapes, err := sqlschema.ReadIndexShapes(ctx, c, t.schema, t.name)
-	if err != nil {
-		return nil, readErr(t, "read its indexes", err)
-	}
-	key, rejected, err := sqlschema.ChooseKeyset(tbl, shapes, "binary")
+	key, rejected, err := sqlschema.ChooseKeyset(tbl, "binary")
 	if err != nil {
 		return nil, errs.New(CodeDumpRead, true, "dump: %w; DDL during the dump is not supported; resume to dump again", err)
 	}
