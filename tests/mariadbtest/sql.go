@@ -185,15 +185,23 @@ func firstRow(rows *sql.Rows) (_ []sql.NullString, err error) {
 // for byte; it is closed in tb's Cleanup.
 func (i *Instance) PlainDB(tb testing.TB) *sql.DB {
 	tb.Helper()
+	return i.textDB(tb, "plain pool", map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"})
+}
+
+// textDB opens a root pool over the text protocol with parseTime off and
+// the session variables params; it is closed in tb's Cleanup. what names
+// it in a failure.
+func (i *Instance) textDB(tb testing.TB, what string, params map[string]string) *sql.DB {
+	tb.Helper()
 	cfg := mysql.NewConfig()
 	cfg.User, cfg.Net = RootUser, "tcp"
 	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.port))
-	cfg.Params = map[string]string{"time_zone": "'+00:00'", "sql_mode": "'NO_ENGINE_SUBSTITUTION'"}
+	cfg.Params = params
 	cfg.Timeout = 10 * time.Second
 	cfg.TLSConfig = i.tlsName
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		tb.Fatalf("mariadbtest: plain pool for %q: %v", i.opts.Name, err)
+		tb.Fatalf("mariadbtest: %s for %q: %v", what, i.opts.Name, err)
 	}
 	db := sql.OpenDB(connector)
 	tb.Cleanup(func() { _ = db.Close() })
@@ -253,17 +261,7 @@ func QueryRows(ctx context.Context, db *sql.DB, q string) ([]string, error) {
 // reads as a unit does. Connection and pool are closed in tb's Cleanup.
 func (i *Instance) Session(tb testing.TB, setup ...string) *sql.Conn {
 	tb.Helper()
-	cfg := mysql.NewConfig()
-	cfg.User, cfg.Net = RootUser, "tcp"
-	cfg.Addr = net.JoinHostPort(i.Host(), strconv.Itoa(i.port))
-	cfg.Timeout = 10 * time.Second
-	cfg.TLSConfig = i.tlsName
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		tb.Fatalf("mariadbtest: session on %q: %v", i.opts.Name, err)
-	}
-	db := sql.OpenDB(connector)
-	tb.Cleanup(func() { _ = db.Close() })
+	db := i.textDB(tb, "session", nil)
 	c, err := db.Conn(tb.Context())
 	if err != nil {
 		tb.Fatalf("mariadbtest: session on %q: %v%s", i.opts.Name, err, i.notRunningNote())
