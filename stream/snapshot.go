@@ -309,18 +309,6 @@ func keysetWhere(k tableKey, cursor []string) (string, error) {
 	return k.Where(lits, nil), nil
 }
 
-// tableColumns returns the names and DATA_TYPEs (upper-cased: "INT",
-// "FLOAT", ...) of the columns of t that SELECT * reads, in the table's
-// order (sqlschema.ReadTable).
-func tableColumns(ctx context.Context, q sqlschema.Querier, t TableName) (names, types []string, err error) {
-	tbl, err := sqlschema.ReadTable(ctx, q, t.DB, t.Table)
-	if err != nil {
-		return nil, nil, readErr(t, err)
-	}
-	names, types = selectedColumns(tbl)
-	return names, types, nil
-}
-
 // selectedColumns are the names and upper-cased DATA_TYPEs of the columns
 // of tbl that SELECT * reads: all but the INVISIBLE ones.
 func selectedColumns(tbl *sqlschema.Table) (names, types []string) {
@@ -335,7 +323,7 @@ func selectedColumns(tbl *sqlschema.Table) (names, types []string) {
 }
 
 // selectList is the SELECT list that reads every column of a table exactly,
-// given the names and types tableColumns returns: each
+// given the names and types selectedColumns returns: each
 // column as itself, but a FLOAT as CAST(col AS DOUBLE) under its own name.
 // MariaDB prints a FLOAT with 6 significant digits (FLT_DIG, and ZEROFILL or
 // FLOAT(M,D) digits), which lose most of its value; the DOUBLE holds the
