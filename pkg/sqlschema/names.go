@@ -1,7 +1,6 @@
 package sqlschema
 
 import (
-	"slices"
 	"strings"
 )
 
@@ -15,9 +14,6 @@ func QuoteTable(schema, table string) string { return QuoteName(schema) + "." + 
 // systemSchemas hold the server's own data; no unit copies, checks or
 // streams them, whatever a block-allow list says.
 var systemSchemas = []string{"mysql", "information_schema", "performance_schema", "sys"}
-
-// SystemSchemas returns the system schemas' names (a new slice).
-func SystemSchemas() []string { return slices.Clone(systemSchemas) }
 
 // IsSystemSchema reports whether schema is a system schema. The server
 // compares schema names case-insensitively here on every platform.

@@ -36,9 +36,4 @@ func TestSystemSchemas(t *testing.T) {
 	if got, want := SystemSchemaList(), "('mysql','information_schema','performance_schema','sys')"; got != want {
 		t.Errorf("SystemSchemaList() = %s, want %s", got, want)
 	}
-	list := SystemSchemas()
-	list[0] = "changed"
-	if !IsSystemSchema("mysql") || SystemSchemas()[0] != "mysql" {
-		t.Error("changing the slice SystemSchemas returned changed the package's list")
-	}
 }

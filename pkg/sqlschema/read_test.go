@@ -172,14 +172,15 @@ func TestRead(t *testing.T) {
 		if got := tb.KeyColumns(); !reflect.DeepEqual(got, []string{"x`y"}) || !tb.HasPK() {
 			t.Errorf("we`ird.ta`ble key %q HasPK %v, want [x`y] true", got, tb.HasPK())
 		}
-		if want := "`we``ird`.`ta``ble`"; tb.Quoted() != want {
-			t.Errorf("Quoted() = %s, want %s", tb.Quoted(), want)
+		quoted := QuoteTable(tb.Schema, tb.Name)
+		if want := "`we``ird`.`ta``ble`"; quoted != want {
+			t.Errorf("QuoteTable = %s, want %s", quoted, want)
 		}
-		q := "INSERT INTO " + tb.Quoted() + " (" + QuoteName(tb.Columns[0].Name) + ", " + QuoteName(tb.Columns[1].Name) + ") VALUES (1, 2)"
+		q := "INSERT INTO " + quoted + " (" + QuoteName(tb.Columns[0].Name) + ", " + QuoteName(tb.Columns[1].Name) + ") VALUES (1, 2)"
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
-		got, err := QueryStrings(ctx, db, "SELECT "+QuoteName("the value")+" FROM "+tb.Quoted()+" WHERE "+QuoteName("x`y")+" = ?", 1)
+		got, err := QueryStrings(ctx, db, "SELECT "+QuoteName("the value")+" FROM "+quoted+" WHERE "+QuoteName("x`y")+" = ?", 1)
 		if err != nil || !reflect.DeepEqual(got, []string{"2"}) {
 			t.Errorf("read back through the quoted names: %q, %v; want [2]", got, err)
 		}

@@ -66,9 +66,6 @@ type Table struct {
 // String names the table as schema.table.
 func (t *Table) String() string { return t.Schema + "." + t.Name }
 
-// Quoted is the table's name quoted for SQL, `schema`.`table`.
-func (t *Table) Quoted() string { return QuoteTable(t.Schema, t.Name) }
-
 // HasPK reports whether the table has a primary key.
 func (t *Table) HasPK() bool { return t.KeyReason == KeyPrimary }
 

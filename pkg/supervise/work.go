@@ -104,19 +104,3 @@ func (w *Work) Wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
-
-// Running reports whether work started and has not returned yet.
-func (w *Work) Running() bool {
-	w.mu.Lock()
-	done := w.done
-	w.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}

@@ -19,9 +19,6 @@ func TestWorkOneRunAtATime(t *testing.T) {
 	if err := w.Start(t.Context(), func(context.Context) { <-release }); err != nil {
 		t.Fatal(err)
 	}
-	if !w.Running() {
-		t.Fatal("not running after Start")
-	}
 	short, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 	defer cancel()
 	if err := w.Stop(short, "stuck"); !errors.Is(err, context.DeadlineExceeded) {
@@ -38,8 +35,8 @@ func TestWorkOneRunAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-ran
-	if err := w.Wait(t.Context()); err != nil || w.Running() {
-		t.Fatalf("Wait: %v, running %v", err, w.Running())
+	if err := w.Wait(t.Context()); err != nil {
+		t.Fatalf("Wait after the run returned: %v", err)
 	}
 }
 
