@@ -3,13 +3,12 @@ package validate
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/filter"
-	"github.com/dmworker/dm-worker/pkg/sqlschema"
+	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
 // openPool opens a validator pool to the target (the comparer's) or the
@@ -91,12 +90,9 @@ type targetColumn struct {
 // readTargetColumns returns the target table's columns by lower-cased
 // name; none when the table does not exist.
 func readTargetColumns(ctx context.Context, db *sql.DB, t filter.TableName) (map[string]targetColumn, error) {
-	tt, err := sqlschema.ReadTable(ctx, db, t.Schema, t.Table)
-	if errors.Is(err, sqlschema.ErrTableNotFound) {
-		return map[string]targetColumn{}, nil
-	}
-	if err != nil {
-		return nil, err
+	tt, err := rowimage.ReadTarget(ctx, db, t)
+	if err != nil || tt == nil {
+		return map[string]targetColumn{}, err
 	}
 	cols := make(map[string]targetColumn, len(tt.Columns))
 	for _, c := range tt.Columns {
