@@ -125,3 +125,62 @@ func tail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// freeze stops the process with SIGSTOP and waits until every thread of
+// it is stopped, so that what it wrote can be read while it writes no
+// more.
+func (p *process) freeze(t testing.TB) {
+	t.Helper()
+	p.signal(t, syscall.SIGSTOP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := p.runningThreads()
+		if err != nil {
+			t.Fatalf("freeze %s (pid %d): %v", p.name, p.pid, err)
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d): %d threads still run 10s after SIGSTOP", p.name, p.pid, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// thaw lets a frozen process run again.
+func (p *process) thaw(t testing.TB) {
+	t.Helper()
+	p.signal(t, syscall.SIGCONT)
+}
+
+// runningThreads counts the threads of the process that are not stopped
+// (state T in /proc/PID/task/TID/stat).
+func (p *process) runningThreads() (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + "/" + tid.Name() + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread exited
+		}
+		if err != nil {
+			return 0, err
+		}
+		// "pid (comm) S ...": comm may hold spaces and parentheses, the
+		// state follows the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			return 0, fmt.Errorf("%s/%s/stat: unexpected %q", dir, tid.Name(), s)
+		}
+		if st := s[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+			running++
+		}
+	}
+	return running, nil
+}

@@ -221,6 +221,35 @@ func (r *replication) killWorker() {
 	}
 }
 
+// freezeWorkerWhen runs the worker in slices of stepRun, frozen with
+// SIGSTOP for stepFrozen after each, and returns, the worker frozen, at
+// the first freeze at which cond holds. A state that lasts a few
+// milliseconds of the worker's time (a checkpoint inside a transaction
+// the worker streams in under a second) lasts for the ten times longer
+// in wall time, and cond reads it while the worker writes nothing, so
+// a kill that follows lands exactly there. Fails the test after d.
+func (r *replication) freezeWorkerWhen(d time.Duration, what string, cond func() (bool, error)) {
+	r.t.Helper()
+	const stepRun, stepFrozen = 20 * time.Millisecond, 180 * time.Millisecond
+	deadline := time.Now().Add(d)
+	var last error
+	for {
+		r.w.freeze(r.t)
+		ok, err := cond()
+		if ok && err == nil {
+			return
+		}
+		last = err
+		if time.Now().After(deadline) {
+			r.w.thaw(r.t)
+			r.t.Fatalf("not within %s: %s (last error: %v)", d, what, last)
+		}
+		time.Sleep(stepFrozen)
+		r.w.thaw(r.t)
+		time.Sleep(stepRun)
+	}
+}
+
 // restartWorker starts the worker again on the same data dir.
 func (r *replication) restartWorker() {
 	r.t.Helper()
