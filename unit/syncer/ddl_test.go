@@ -18,7 +18,7 @@ func TestTranslateDDL(t *testing.T) {
 	d := newDDLTranslator(
 		filter.NewTables(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
 		events,
-		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
+		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, "s1", false),
 	)
 	tests := []struct {
 		name, schema, query string
