@@ -215,8 +215,12 @@ func (x *ddlTranslator) translateTableDDL(node ast.StmtNode, schema, query strin
 			ct.IfNotExists = true
 		}
 	}
+	extended, err := x.extendDDL(node, qualify(st.primary, schema)) // extend.go
+	if err != nil {
+		return targetDDL{}, false, err
+	}
 	useSchema, ensure, routed := x.routeNames(node, schema, st.primary)
-	return x.restore(node, query, useSchema, st.changed || routed || !single, ensure)
+	return x.restore(node, query, useSchema, st.changed || routed || extended || !single, ensure)
 }
 
 // routeNames routes every table name of node in place, qualifying the
