@@ -51,6 +51,9 @@ type LockState struct {
 	Conflict string   `json:"conflict,omitempty"`
 	// WaitingFor are the members whose step the table waits for.
 	WaitingFor []Member `json:"waiting-for,omitempty"`
+	// Location is where the table reached the DDL of its info: a report
+	// of an earlier location is a replay of a DDL resolved before.
+	Location Location `json:"location,omitempty"`
 }
 
 // pending is the undecided lock of a group: the unresolved infos of its
@@ -133,7 +136,7 @@ func (g *group) state(m Member) LockState {
 	if !ok {
 		return st
 	}
-	st.Seq, st.DDLs = i.v.Seq, i.v.DDLs
+	st.Seq, st.DDLs, st.Location = i.v.Seq, i.v.DDLs, i.v.Location
 	if i.v.Resolved != "" {
 		st.Role, st.Resolved = RoleResolved, i.v.Resolved
 		return st
