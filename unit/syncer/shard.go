@@ -184,12 +184,26 @@ func (sr *shardRun) capAt() (binlog.Location, bool) {
 }
 
 // publishShares publishes, for every target table, this source's upstream
-// tables routed to it, read from the source at the start of a run.
+// tables routed to it, read from the source now.
 func (sr *shardRun) publishShares(ctx context.Context) error {
-	s := sr.r.s
+	groups, err := sr.r.s.shardGroups(ctx)
+	if err != nil {
+		return err
+	}
+	for target, tables := range groups {
+		if err := sr.putShare(ctx, target, tables); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// shardGroups lists the source's selected tables by the target table they
+// route to.
+func (s *Syncer) shardGroups(ctx context.Context) (map[tableName][]tableName, error) {
 	db, err := s.sources.Open(s.source, s.source.DriverConfig(), s.cfg.Name, 1)
 	if err != nil {
-		return errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
+		return nil, errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
 	}
 	defer func() {
 		if cerr := db.Close(); cerr != nil {
@@ -199,13 +213,13 @@ func (sr *shardRun) publishShares(ctx context.Context) error {
 	rows, err := db.QueryContext(ctx, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "+
 		"WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN "+sqlschema.SystemSchemaList())
 	if err != nil {
-		return errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
+		return nil, errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
 	}
 	groups := map[tableName][]tableName{}
 	for rows.Next() {
 		var t tableName
 		if err := rows.Scan(&t.Schema, &t.Table); err != nil {
-			return errors.Join(errs.Wrap(err, CodeShardDDL, "sync: list the source's tables"), rows.Close())
+			return nil, errors.Join(errs.Wrap(err, CodeShardDDL, "sync: list the source's tables"), rows.Close())
 		}
 		if !s.filter.TableAllowed(t.Schema, t.Table) {
 			continue
@@ -214,11 +228,29 @@ func (sr *shardRun) publishShares(ctx context.Context) error {
 		groups[target] = append(groups[target], t)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
+		return nil, errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
+	}
+	return groups, nil
+}
+
+// publishShardGroups publishes the source's sharding groups when the unit
+// is initialised, before the subtask dumps and loads, so that a lock one
+// source's shards reach early already waits for this source's tables.
+func (s *Syncer) publishShardGroups(ctx context.Context) error {
+	if s.cfg.ShardMode == "" || s.shardCoord == nil {
+		return nil
+	}
+	groups, err := s.shardGroups(ctx)
+	if err != nil {
+		return err
 	}
 	for target, tables := range groups {
-		if err := sr.putShare(ctx, target, tables); err != nil {
-			return err
+		lt := make([]shardddl.Table, len(tables))
+		for i, t := range tables {
+			lt[i] = lockTable(t)
+		}
+		if err := s.shardCoord.PutShare(ctx, lockTable(target), lt); err != nil {
+			return errs.Wrap(err, CodeShardDDL, "sync: publish the tables of source %s in the sharding group of %s", s.cfg.SourceID, target)
 		}
 	}
 	return nil
@@ -485,7 +517,7 @@ func (sr *shardRun) act(ctx context.Context, d *ddlApplier, h *heldTable, st sha
 		if st.Role == shardddl.RoleConflict {
 			// handle-error without a position names this DDL when it is
 			// one that differs from the first member's.
-			if o := st.Owner; o == nil || o.Source != sr.r.s.cfg.SourceID || o.Table != lockTable(h.source) {
+			if st.Differs {
 				d.unit.setStuck(&stuckDDL{start: h.start, end: h.end})
 			}
 			if op := d.unit.takeHandle(h.start, h.end); op != nil && op.op == unit.HandleErrorReplace {

@@ -160,6 +160,9 @@ func (s *Syncer) Init(ctx context.Context) error {
 		return closeAfter(db, errs.Wrap(err, CodeReadBinlog, "sync: source %s", s.cfg.SourceID))
 	}
 	s.target, s.store, s.flavor, s.source = db, store, flavor, source
+	if err := s.publishShardGroups(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 
