@@ -12,7 +12,9 @@ import (
 // The corpus under testdata/dm holds task and source files written from
 // DM's documentation (basic, advanced and full task templates, the source
 // file, get-config output, old names, every block). Each runs through
-// CheckTaskConfig / CheckSourceConfig, the calls dmctl makes. By name:
+// CheckTaskConfig / CheckSourceConfig, the calls dmctl makes (DM's own
+// sharding task files, testdata/dm/sharding, are dm_sharding_corpus_test.go's).
+// By name:
 //
 //	shard-optimistic*.yaml  optimistic sharding tasks: refused with a
 //	               message naming shard-mode (pessimistic ones must pass)
