@@ -46,3 +46,26 @@ func TestTargetTableExtendColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestShardAutoIncrementExtend: merged AUTO_INCREMENT shards are not
+// warned about when extend columns give them different values; an extend
+// column with the same value on both (the source's) does not help.
+func TestShardAutoIncrementExtend(t *testing.T) {
+	src := mariadbtest.Start(t, fast("source", true))
+	tgt := mariadbtest.Start(t, fast("target", false))
+	src.Exec(t, "CREATE DATABASE shop")
+	src.Exec(t, "CREATE TABLE shop.t_1 (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
+	src.Exec(t, "CREATE TABLE shop.t_2 (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(20))")
+	cfg, sc := subtask(config.ModeAll, src, tgt, mariadbtest.SourceUser, mariadbtest.SourcePassword)
+	cfg.ShardMode = config.ShardPessimistic
+	cfg.RouteRules = []config.RouteRule{{SchemaPattern: "shop", TablePattern: "t_*", TargetSchema: "m", TargetTable: "t",
+		TableExtractor: &config.TableExtractor{TargetColumn: "c_table", TableRegexp: "t_(.*)"}}}
+	r := runCheck(t, cfg, sc)
+	if its := find(r, "shard_auto_increment"); len(its) != 0 {
+		t.Fatalf("shards kept apart by c_table are warned about: %+v", its)
+	}
+	cfg.RouteRules[0].TableExtractor = nil
+	cfg.RouteRules[0].SourceExtractor = &config.SourceExtractor{TargetColumn: "c_source", SourceRegexp: "(.*)"}
+	r = runCheck(t, cfg, sc)
+	wantState(t, r, "shard_auto_increment", StateWarn, "2 shard(s)", "`shop`.`t_1`.`id`", "`shop`.`t_2`.`id`")
+}
