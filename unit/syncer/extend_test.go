@@ -3,7 +3,6 @@ package syncer
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +46,7 @@ func TestTranslateDDLExtend(t *testing.T) {
 	}
 	// An unrouted table is untouched.
 	got, err := d.translate("app", "CREATE TABLE x (id INT PRIMARY KEY)")
-	if err != nil || !reflect.DeepEqual(got, []targetDDL{{sql: "CREATE TABLE x (id INT PRIMARY KEY)", schema: "app", ensureSchemas: []string{"app"}}}) {
+	if err != nil || len(got) != 1 || got[0].sql != "CREATE TABLE x (id INT PRIMARY KEY)" || got[0].schema != "app" {
 		t.Errorf("unrouted: %#v %v", got, err)
 	}
 	if _, err := d.translate("s1", "CREATE TABLE t_2 (id INT, c_source INT)"); err == nil || !strings.Contains(err.Error(), "`c_source`") {
