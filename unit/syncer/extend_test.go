@@ -11,6 +11,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
+	"github.com/dmworker/dm-worker/unit"
 	"github.com/dmworker/dm-worker/unit/unittest"
 )
 
@@ -156,4 +157,70 @@ func TestSyncExtendColumns(t *testing.T) {
 	defer r2.Stop(t)
 	mariadbtest.MustExec(t, e.srcDB, "INSERT INTO s2.t_2 VALUES (1000, 'last', NULL)")
 	e.waitExtendEqual(t, r2)
+}
+
+// TestShardPessimisticExtendColumns: pessimistic shard DDL on a merged
+// table with extend columns (created by the operator, as DM requires):
+// the shards' ids collide, the held shard's rows after its ALTER are
+// re-synced into its own rows only, and the ALTER runs once.
+func TestShardPessimisticExtendColumns(t *testing.T) {
+	e := newShardEnv(t, "shardx")
+	mariadbtest.MustExec(t, e.dstDB, "DROP TABLE merged.t",
+		"CREATE TABLE merged.t (id INT NOT NULL, v VARCHAR(20) NOT NULL, c_table VARCHAR(10) NOT NULL, c_schema VARCHAR(10) NOT NULL, "+
+			"PRIMARY KEY (id, c_table, c_schema))")
+	e.cfg.RouteRules[0].TableExtractor = &config.TableExtractor{TargetColumn: "c_table", TableRegexp: "t_(.*)"}
+	e.cfg.RouteRules[0].SchemaExtractor = &config.SchemaExtractor{TargetColumn: "c_schema", SchemaRegexp: "shard_(.*)"}
+	u, r := e.start(t)
+	defer u.Close()
+	defer r.Stop(t)
+	want := func(cols string) string {
+		return "SELECT " + cols + ", '1', '1' FROM shard_1.t_1 UNION ALL SELECT " + cols + ", '2', '1' FROM shard_1.t_2 " +
+			"UNION ALL SELECT " + cols + ", '1', '2' FROM shard_2.t_1 ORDER BY 1, 2, 3"
+	}
+	wait := func(cols string) {
+		t.Helper()
+		testutil.Eventually(t, syncTimeout, "merged.t equals the shards with their extend values", func() error {
+			select {
+			case res := <-r.Done:
+				r.Done <- res
+				t.Fatalf("the unit stopped: %+v", res)
+			default:
+			}
+			w, err := mariadbtest.QueryRows(context.Background(), e.srcDB, want(cols))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := mariadbtest.QueryRows(context.Background(), e.dstDB, "SELECT "+cols+", c_table, c_schema FROM merged.t ORDER BY 1, 2, 3")
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(w, g) {
+				return fmt.Errorf("merged.t %v\nwant     %v", g, w)
+			}
+			return nil
+		})
+	}
+	for _, s := range e.shards {
+		mariadbtest.MustExec(t, e.srcDB, "INSERT INTO "+s+" VALUES (1, '"+s+"'), (2, '"+s+"')")
+	}
+	wait("id, v")
+	before := alters(t, e.dstDB)
+	mariadbtest.MustExec(t, e.srcDB,
+		"ALTER TABLE shard_1.t_1 ADD COLUMN c2 INT NOT NULL DEFAULT 0",
+		"INSERT INTO shard_1.t_1 VALUES (3, 'held', 7)",
+		"UPDATE shard_1.t_1 SET c2 = 8 WHERE id = 1",
+		"DELETE FROM shard_1.t_1 WHERE id = 2",
+		"UPDATE shard_2.t_1 SET v = 'flows' WHERE id = 1")
+	waitShardState(t, u, "shard_1.t_1 waits for the other two shards", func(st *unit.ShardDDLStatus) bool {
+		return st != nil && st.State == "waiting" && len(st.WaitingFor) == 2
+	})
+	mariadbtest.MustExec(t, e.srcDB,
+		"ALTER TABLE shard_1.t_2 ADD COLUMN c2 INT NOT NULL DEFAULT 0",
+		"UPDATE shard_1.t_2 SET c2 = 9 WHERE id = 2",
+		"ALTER TABLE shard_2.t_1 ADD COLUMN c2 INT NOT NULL DEFAULT 0",
+		"INSERT INTO shard_2.t_1 VALUES (3, 'other', 10)")
+	wait("id, v, c2")
+	if got := alters(t, e.dstDB); got != before+1 {
+		t.Errorf("%d ALTERs ran on the target, want 1", got-before)
+	}
 }
