@@ -29,12 +29,17 @@ import (
 //     member that has not acknowledged gets a skip ("force-removed"), the
 //     synced ones for the DDL they wait on, the unsynced ones for their
 //     next.
+//
+// An optimistic lock is unlocked as unlockOptimistic says.
 func Unlock(ctx context.Context, cli *clientv3.Client, prefix, lockID, owner string, forceRemove bool) error {
 	task, target, err := ParseLockID(lockID)
 	if err != nil {
 		return err
 	}
 	return step(ctx, cli, newKeys(prefix), task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
+		if g.optimistic() {
+			return unlockOptimistic(g, owner, forceRemove)
+		}
 		if g.lock != nil {
 			return unlockDecided(g, owner, forceRemove)
 		}
