@@ -29,8 +29,9 @@ var ErrMixedModes = errors.New("shardddl: the sharding group is coordinated in t
 // may drop columns from the target that only it still had (a DROP COLUMN
 // the other tables made before). It returns the states of the source's
 // tables after that: one of them may own a target change (RoleOwner).
-// One transaction guarded by the whole group; the decisions follow in
-// their own (optSettle).
+// Transactions guarded by the whole group: the new tables' keys (at most
+// maxOptPutsPerTxn a step), then the share; the decisions follow in their
+// own (optSettle).
 func (c *Coordinator) ShareOptimistic(ctx context.Context, target Table, models map[Table]*sqlschema.Table) (map[Table]OptState, error) {
 	tables := make([]Table, 0, len(models))
 	for t, m := range models {
@@ -40,6 +41,33 @@ func (c *Coordinator) ShareOptimistic(ctx context.Context, target Table, models 
 		tables = append(tables, t)
 	}
 	tables = sortTables(tables)
+	// The keys of new tables first, at most maxOptPutsPerTxn a transaction
+	// (etcd's --max-txn-ops): a key of a table its share does not list yet
+	// counts for nothing, so each step leaves a valid group.
+	for more := true; more; {
+		err := step(ctx, c.cli, c.keys, c.task, target, "put the optimistic tables of source "+c.source, func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
+			if err := g.checkOptimistic(); err != nil {
+				return nil, nil, err
+			}
+			var ops []clientv3.Op
+			more = false
+			for _, t := range tables {
+				m := c.member(t)
+				if _, ok := g.optTables[m]; ok {
+					continue
+				}
+				if len(ops) == maxOptPutsPerTxn {
+					more = true
+					break
+				}
+				ops = append(ops, mustJSONOp(g.optTableKey(m), OptTableValue{Report: &OptReportValue{After: models[t], State: OptNew}}))
+			}
+			return g.guards(), ops, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	for more := true; more; {
 		err := step(ctx, c.cli, c.keys, c.task, target, "put the optimistic share of source "+c.source, func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
 			if err := g.checkOptimistic(); err != nil {
@@ -47,7 +75,7 @@ func (c *Coordinator) ShareOptimistic(ctx context.Context, target Table, models 
 			}
 			ops, m, gone := c.shareOps(g, tables)
 			more = m
-			opt := c.optShareOps(g, tables, gone, models)
+			opt := c.optShareOps(g, tables, gone)
 			if len(ops) == 0 && len(opt) == 0 {
 				return nil, nil, nil
 			}
@@ -63,10 +91,15 @@ func (c *Coordinator) ShareOptimistic(ctx context.Context, target Table, models 
 	return c.StatesOptimistic(ctx, target)
 }
 
-// optShareOps are the opt/ operations of a share: the new tables' keys
-// (their schema as a report to decide), the removed tables' keys deleted,
-// a target change whose owner left handed to a member left.
-func (c *Coordinator) optShareOps(g *group, tables []Table, gone []Member, models map[Table]*sqlschema.Table) []clientv3.Op {
+// maxOptPutsPerTxn bounds the opt/table puts of one transaction (etcd's
+// default --max-txn-ops is 128); bigger changes are written in steps.
+const maxOptPutsPerTxn = 100
+
+// optShareOps are the opt/ operations of a share (the new tables' keys are
+// written before it): the removed tables' keys deleted (at most the
+// maxDeletesPerTxn shareOps removes), a target change whose owner left
+// handed to a member left, the joined schema deleted with the last table.
+func (c *Coordinator) optShareOps(g *group, tables []Table, gone []Member) []clientv3.Op {
 	var ops []clientv3.Op
 	if len(tables) == 0 {
 		for m := range g.optTables {
@@ -87,14 +120,6 @@ func (c *Coordinator) optShareOps(g *group, tables []Table, gone []Member, model
 				ops = append(ops, clientv3.OpDelete(g.optTableKey(m)))
 			}
 		}
-	}
-	for _, t := range tables {
-		m := c.member(t)
-		if _, ok := g.optTables[m]; ok {
-			continue
-		}
-		ops = append(ops, mustJSONOp(g.optTableKey(m), OptTableValue{Report: &OptReportValue{
-			After: models[t], State: OptNew}}))
 	}
 	if e := g.optExec; e != nil && slices.Contains(removed, e.v.Owner) {
 		left := g.optMembersAfterShare(c.source, tables)
@@ -321,7 +346,7 @@ func optSettle(ctx context.Context, cli *clientv3.Client, k keys, lg *zap.Logger
 		if err != nil {
 			return nil, err
 		}
-		ops, what := g.optPlan(actor)
+		ops, what := g.optPlan(k, actor)
 		if len(ops) == 0 {
 			return g, nil
 		}

@@ -75,18 +75,30 @@ func (g *group) optInfo() (LockInfo, bool) {
 //     unrun: the target is taken to have it (run its statements by hand if
 //     it does not);
 //   - neither: refused, naming the conflict and these remedies.
-func unlockOptimistic(g *group, owner string, force bool) ([]clientv3.Cmp, []clientv3.Op, error) {
+//
+// A --force-remove of more tables than one transaction holds drops
+// maxOptPutsPerTxn of them and returns more; the next steps pass first,
+// the revision the first step read (0 in the first): they drop only the
+// DDLs that were there then, find nothing left without error and leave
+// any target change decided since alone.
+func unlockOptimistic(g *group, owner string, force bool, first int64) ([]clientv3.Cmp, []clientv3.Op, bool, error) {
+	cont := first > 0
 	id := LockID(g.task, g.target)
 	var conflicts []Member
 	var ops []clientv3.Op
+	more := false
 	for _, m := range g.sortedOptMembers() {
 		kv := g.optTables[m]
 		r := kv.v.Report
-		if r == nil || (r.State != OptConflict && r.State != OptNew) {
+		if r == nil || (r.State != OptConflict && r.State != OptNew) || (cont && kv.rev > first) {
 			continue
 		}
 		if r.State == OptConflict {
 			conflicts = append(conflicts, m)
+		}
+		if force && len(ops) == maxOptPutsPerTxn {
+			more = true
+			break
 		}
 		if force {
 			v := kv.v
@@ -101,37 +113,40 @@ func unlockOptimistic(g *group, owner string, force bool) ([]clientv3.Cmp, []cli
 	}
 	e := g.optExec
 	if force {
-		if e != nil {
+		if e != nil && !cont {
 			ops = append(ops, clientv3.OpDelete(e.key))
 		}
-		if len(ops) == 0 {
-			return nil, nil, fmt.Errorf("%w: optimistic lock %s has no undecided DDL, conflict or target change to remove", ErrNoLock, id)
+		switch {
+		case len(ops) == 0 && cont:
+			return nil, nil, false, nil
+		case len(ops) == 0:
+			return nil, nil, false, fmt.Errorf("%w: optimistic lock %s has no undecided DDL, conflict or target change to remove", ErrNoLock, id)
 		}
-		return g.guards(), ops, nil
+		return g.guards(), ops, more, nil
 	}
 	if e != nil && owner != "" && owner != e.v.Owner.Source {
 		if e.v.Executing {
-			return nil, nil, fmt.Errorf("shardddl: owner %s of the change of optimistic lock %s to version %d began running %s; "+
+			return nil, nil, false, fmt.Errorf("shardddl: owner %s of the change of optimistic lock %s to version %d began running %s; "+
 				"check the target and use --force-remove once it has the change", e.v.Owner, id, e.v.Version, quoteDDLs(e.v.DDLs))
 		}
 		for _, m := range g.sortedOptMembers() {
 			if m.Source == owner && g.isMember(m) {
 				v := e.v
 				v.Owner = m
-				return g.guards(), []clientv3.Op{mustJSONOp(e.key, v)}, nil
+				return g.guards(), []clientv3.Op{mustJSONOp(e.key, v)}, false, nil
 			}
 		}
-		return nil, nil, fmt.Errorf("shardddl: source %s has no table in optimistic lock %s to run its change", owner, id)
+		return nil, nil, false, fmt.Errorf("shardddl: source %s has no table in optimistic lock %s to run its change", owner, id)
 	}
 	switch {
 	case e != nil:
-		return nil, nil, fmt.Errorf("shardddl: optimistic lock %s waits for %s to run %s (change %d); name another --owner "+
+		return nil, nil, false, fmt.Errorf("shardddl: optimistic lock %s waits for %s to run %s (change %d); name another --owner "+
 			"or use --force-remove", id, e.v.Owner, quoteDDLs(e.v.DDLs), e.v.Version)
 	case len(conflicts) > 0:
-		return nil, nil, fmt.Errorf("%w: %s; an optimistic lock has nothing to decide: replace or skip the DDL on the table "+
+		return nil, nil, false, fmt.Errorf("%w: %s; an optimistic lock has nothing to decide: replace or skip the DDL on the table "+
 			"(task handle-error) or drop it with --force-remove", ErrConflict, g.optTables[conflicts[0]].v.Report.Conflict)
 	}
-	return nil, nil, fmt.Errorf("%w: optimistic lock %s has no conflict and no target change outstanding", ErrNoLock, id)
+	return nil, nil, false, fmt.Errorf("%w: optimistic lock %s has no conflict and no target change outstanding", ErrNoLock, id)
 }
 
 // sortedOptMembers are the members with an opt/ key, sorted.

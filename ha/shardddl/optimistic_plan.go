@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dmworker/dm-worker/pkg/shardschema"
@@ -15,18 +16,24 @@ import (
 // of one transaction (to be guarded by the whole group as read), and what
 // it is; no operations when nothing is decidable. In order:
 //
+//  0. A convergence applied in steps (OptJoinedValue.ConvergeRev) goes on.
 //  1. While a target change is outstanding (opt/exec), nothing: every
 //     decision is based on the joined schema the target will have, and
 //     the tables whose DML needs the change wait for it anyway.
-//  2. The first undecided report (by the revision of its key): applied
-//     (the join changes: a target change owned by the reporting table;
-//     or not: nothing to run) or a conflict.
+//  2. The undecided reports in the order of their keys' revisions, each
+//     applied (the join changes: a target change owned by the reporting
+//     table; or not: nothing to run) or a conflict, as many in one
+//     transaction as it holds and up to the first target change (a share
+//     of many tables is decided in a few transactions, not one each).
 //  3. Conflicting changes that every member followed (shardschema.
 //     Converged): all applied at once, the latest of them owning the
 //     target change.
 //  4. The join of the members differs from the joined schema (a table
 //     left): a target change owned by a table of actor, else the first.
-func (g *group) optPlan(actor string) ([]clientv3.Op, string) {
+func (g *group) optPlan(k keys, actor string) ([]clientv3.Op, string) {
+	if j := g.optJoined; j != nil && j.v.ConvergeRev > 0 {
+		return g.optConvergeRest()
+	}
 	if g.optExec != nil {
 		return nil, ""
 	}
@@ -43,12 +50,65 @@ func (g *group) optPlan(actor string) ([]clientv3.Op, string) {
 			}
 			return a.compare(b)
 		})
-		return g.optDecide(news[0])
+		return g.optDecideBatch(k, news)
 	}
 	if ops, what := g.optConverge(); len(ops) > 0 {
 		return ops, what
 	}
 	return g.optRejoin(actor)
+}
+
+// optDecideBatch decides news in order, each from the group as the
+// decisions before it left it (applied to g in memory), until one makes a
+// target change or the transaction is full. The operations put each key
+// once (etcd refuses a key twice in a transaction).
+func (g *group) optDecideBatch(k keys, news []Member) ([]clientv3.Op, string) {
+	var ops []clientv3.Op
+	var whats []string
+	for _, m := range news {
+		step, what := g.optDecide(m)
+		ops, whats = append(ops, step...), append(whats, what)
+		if err := g.applyPuts(k, step); err != nil || g.optExec != nil || len(ops) >= maxOptPutsPerTxn {
+			break
+		}
+	}
+	last := map[string]int{}
+	for i, op := range ops {
+		last[string(op.KeyBytes())] = i
+	}
+	out := ops[:0:0]
+	for i, op := range ops {
+		if last[string(op.KeyBytes())] == i {
+			out = append(out, op)
+		}
+	}
+	if len(whats) == 1 {
+		return out, whats[0]
+	}
+	return out, fmt.Sprintf("%d decisions, the first: %s; the last: %s", len(whats), whats[0], whats[len(whats)-1])
+}
+
+// applyPuts makes g what it would read after the puts, an opt/table key
+// keeping the revision it had (the order of the undecided reports).
+func (g *group) applyPuts(k keys, ops []clientv3.Op) error {
+	for _, op := range ops {
+		if !op.IsPut() {
+			continue
+		}
+		key := string(op.KeyBytes())
+		gk, err := k.parse(key)
+		if err != nil {
+			return err
+		}
+		var rev int64
+		if gk.Kind == kindOptTable {
+			rev = g.optTables[Member{Source: gk.Source, Table: gk.Table}].rev
+		}
+		if err := g.add(k, &mvccpb.KeyValue{Key: op.KeyBytes(), Value: op.ValueBytes(), ModRevision: rev}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // optJoinedNow is the joined schema and its version (nil, 0 before the
@@ -256,28 +316,71 @@ func (g *group) optConverge() ([]clientv3.Op, string) {
 		}
 		ddls = shardschema.Statements(changes)
 	}
+	// The owner first, then as many others as one transaction holds; the
+	// rest follow (optConvergeRest) before any other decision.
+	pend = append([]Member{owner}, slices.DeleteFunc(slices.Clone(pend), func(m Member) bool { return m == owner })...)
+	exec := int64(0)
+	if len(ddls) > 0 {
+		exec = version + 1
+	}
+	ops := g.optConvertOps(pend[:min(len(pend), maxOptPutsPerTxn)], exec)
+	var convergeRev int64
+	if len(pend) > maxOptPutsPerTxn {
+		convergeRev = g.rev
+	}
+	what := fmt.Sprintf("%d conflicting change(s) converged", len(pend))
+	switch {
+	case len(ddls) > 0:
+		ops = append(ops, mustJSONOp(g.optExecKey(), OptExecValue{Version: version + 1, Owner: owner, DDLs: ddls, From: joined, To: next,
+			Cause: fmt.Sprintf("%d conflicting change(s) every table made", len(pend))}))
+		ops = append(ops, mustJSONOp(g.optJoinedKey(), OptJoinedValue{Version: version + 1, Model: next, ConvergeRev: convergeRev}))
+		what += fmt.Sprintf(": target change %d by %s", version+1, owner)
+	case joined == nil || convergeRev > 0:
+		ops = append(ops, mustJSONOp(g.optJoinedKey(), OptJoinedValue{Version: max(version, 1), Model: next, ConvergeRev: convergeRev}))
+		what += ": nothing to run"
+	default:
+		what += ": nothing to run"
+	}
+	return ops, what
+}
+
+// optConvertOps apply the converged changes of members: each counts with
+// its schema after the DDL and waits for change exec (0: none).
+func (g *group) optConvertOps(members []Member, exec int64) []clientv3.Op {
 	var ops []clientv3.Op
-	for _, m := range pend {
+	for _, m := range members {
 		kv := g.optTables[m]
 		v := kv.v
 		r := *v.Report
-		r.State, r.Conflict, r.Exec = OptConverged, "", 0
-		if len(ddls) > 0 {
-			r.Exec = version + 1
-		}
+		r.State, r.Conflict, r.Exec = OptConverged, "", exec
 		v.Model = r.After
 		v.Report = &r
 		ops = append(ops, mustJSONOp(kv.key, v))
 	}
-	if len(ddls) == 0 {
-		if joined == nil {
-			ops = append(ops, mustJSONOp(g.optJoinedKey(), OptJoinedValue{Version: 1, Model: next}))
+	return ops
+}
+
+// optConvergeRest applies the next members of a convergence decided at
+// opt/joined's ConvergeRev, and clears it with the last of them.
+func (g *group) optConvergeRest() ([]clientv3.Op, string) {
+	j := g.optJoined.v
+	var rest []Member
+	for _, m := range g.optPending() {
+		if g.optTables[m].rev <= j.ConvergeRev {
+			rest = append(rest, m)
 		}
-		return ops, fmt.Sprintf("%d conflicting change(s) converged: nothing to run", len(pend))
 	}
-	ops = append(ops, g.optExecOps(owner, version+1, ddls, joined, next,
-		fmt.Sprintf("%d conflicting change(s) every table made", len(pend)))...)
-	return ops, fmt.Sprintf("%d conflicting change(s) converged: target change %d by %s", len(pend), version+1, owner)
+	exec := int64(0)
+	if e := g.optExec; e != nil && e.v.Version == j.Version {
+		exec = j.Version
+	}
+	n := min(len(rest), maxOptPutsPerTxn-1)
+	ops := g.optConvertOps(rest[:n], exec)
+	if n == len(rest) {
+		j.ConvergeRev = 0
+		ops = append(ops, mustJSONOp(g.optJoinedKey(), j))
+	}
+	return ops, fmt.Sprintf("apply the convergence of change %d to %d more table(s)", j.Version, n)
 }
 
 // optRejoin brings the joined schema to the join of the members when they

@@ -168,7 +168,7 @@ func TestOptimisticStaleReadRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, what := stale.optPlan("s1")
+	ops, what := stale.optPlan(s1.keys, "s1")
 	if len(ops) == 0 {
 		t.Fatal("no decision for two undecided reports")
 	}

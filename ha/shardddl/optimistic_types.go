@@ -75,6 +75,12 @@ type OptReportValue struct {
 type OptJoinedValue struct {
 	Version int64            `json:"version"`
 	Model   *sqlschema.Table `json:"model"`
+	// ConvergeRev is set while the conflicting changes that converged at
+	// this version are applied to more members than one transaction
+	// holds: every member held at a conflict whose key's mod revision is
+	// at most ConvergeRev (the revision the convergence was decided from)
+	// is part of it, and is applied before any other decision.
+	ConvergeRev int64 `json:"converge-rev,omitempty"`
 }
 
 // OptExecValue is the value of opt/exec: the change of the target to

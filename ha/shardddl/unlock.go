@@ -36,15 +36,30 @@ func Unlock(ctx context.Context, cli *clientv3.Client, prefix, lockID, owner str
 	if err != nil {
 		return err
 	}
-	return step(ctx, cli, newKeys(prefix), task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
-		if g.optimistic() {
-			return unlockOptimistic(g, owner, forceRemove)
+	// An optimistic --force-remove of many tables is written in steps
+	// (unlockOptimistic's more); every other unlock is one.
+	var first int64 // the revision the first step read
+	for more := true; more; {
+		more = false
+		err := step(ctx, cli, newKeys(prefix), task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
+			if g.optimistic() {
+				cmps, ops, m, err := unlockOptimistic(g, owner, forceRemove, first)
+				if first == 0 {
+					first = g.rev
+				}
+				more = m
+				return cmps, ops, err
+			}
+			if g.lock != nil {
+				return unlockDecided(g, owner, forceRemove)
+			}
+			return unlockPending(g, owner, forceRemove)
+		})
+		if err != nil {
+			return err
 		}
-		if g.lock != nil {
-			return unlockDecided(g, owner, forceRemove)
-		}
-		return unlockPending(g, owner, forceRemove)
-	})
+	}
+	return nil
 }
 
 func unlockDecided(g *group, owner string, force bool) ([]clientv3.Cmp, []clientv3.Op, error) {
