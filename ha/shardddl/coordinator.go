@@ -332,6 +332,10 @@ func (c *Coordinator) Report(ctx context.Context, r Report) (LockState, error) {
 }
 
 func (c *Coordinator) reportTxn(g *group, m Member, r Report) ([]clientv3.Cmp, []clientv3.Op, error) {
+	if g.optimistic() {
+		return nil, nil, fmt.Errorf("%w: lock %s is coordinated in optimistic mode (opt/ keys); a task has one shard-mode",
+			ErrMixedModes, LockID(c.task, r.Target))
+	}
 	if !g.isMember(m) {
 		return nil, nil, fmt.Errorf("%w: %s is not in the share of source %s of lock %s; PutShare first",
 			ErrNotMember, m, c.source, LockID(c.task, r.Target))

@@ -27,8 +27,10 @@ var ErrMixedModes = errors.New("shardddl: the sharding group is coordinated in t
 // the others lack is added to the target, a conflicting one is a
 // conflict); a table that leaves takes its schema out of the join, which
 // may drop columns from the target that only it still had (a DROP COLUMN
-// the other tables made before). It returns the states of the source's
-// tables after that: one of them may own a target change (RoleOwner).
+// the other tables made before). A table already in the group keeps the
+// schema the group has for it: its reports move it. It returns the states
+// of the source's tables after that: one of them may own a target change
+// (RoleOwner).
 // Transactions guarded by the whole group: the new tables' keys (at most
 // maxOptPutsPerTxn a step), then the share; the decisions follow in their
 // own (optSettle).

@@ -230,4 +230,11 @@ func TestOptimisticRemoveTaskAndModes(t *testing.T) {
 	if _, err := s1.ShareOptimistic(ctx, target, map[Table]*sqlschema.Table{tA: baseModel(t)}); !errors.Is(err, ErrMixedModes) {
 		t.Fatalf("optimistic share of a pessimistic group: %v, want ErrMixedModes", err)
 	}
+	if err := RemoveTask(ctx, cli, "", testTask); err != nil {
+		t.Fatal(err)
+	}
+	optShare(ctx, t, s1, baseModel(t), tA)
+	if _, err := s1.Report(ctx, Report{Target: target, Table: tA, DDLs: []string{addC1}}); !errors.Is(err, ErrMixedModes) {
+		t.Fatalf("pessimistic report in an optimistic group: %v, want ErrMixedModes", err)
+	}
 }
