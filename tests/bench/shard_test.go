@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,6 +40,9 @@ const (
 	// worker; 2 = two sources with 2 schemas × 2 tables each and one worker per source.
 	shardSourcesEnv = "BENCH_SHARD_SOURCES"
 	shardLocksEnv   = "BENCH_SHARD_LOCKS" // shard DDL locks of the latency benchmark (default 20)
+	// shardIsolationEnv, when set (READ-COMMITTED, ...), is the targets' transaction-isolation
+	// (default: the server's, REPEATABLE-READ): an experiment on the target's gap locks.
+	shardIsolationEnv = "BENCH_SHARD_TARGET_ISOLATION"
 
 	shardTask = "bench-shard"
 	// shardCount is the number of upstream shard tables, whatever the topology.
@@ -64,6 +69,8 @@ const (
 	shardDDLP99Target     = time.Second
 	// shardOwnerRan is the worker's log message when it ran a lock's DDL on the target.
 	shardOwnerRan = "shard DDL lock: ran the DDL on the target as its owner"
+	// shardHeld is its log message when it holds a table until the table's lock resolves.
+	shardHeld = "shard DDL: table held until its lock resolves"
 )
 
 // shardTable is one upstream shard.
@@ -303,7 +310,11 @@ func (st *shardSetup) readExpected(t *testing.T) {
 // merged.sbtest; otherwise each shard in a table of its own name.
 func (st *shardSetup) target(t *testing.T, name string, merged bool) *target {
 	t.Helper()
-	inst := startTarget(t, name)
+	var extra []string
+	if iso := os.Getenv(shardIsolationEnv); iso != "" {
+		extra = append(extra, "transaction-isolation="+iso)
+	}
+	inst := startTarget(t, name, extra...)
 	tgt := &target{inst: inst, db: inst.DB(t)}
 	ctx := t.Context()
 	if merged {
@@ -445,7 +456,7 @@ func shardStatus(t *testing.T, w *workerProc) (shardSubtask, error) {
 	switch {
 	case err != nil:
 		return d, err
-	case code != 200:
+	case code != http.StatusOK:
 		return d, fmt.Errorf("GET /api/v1/subtasks/%s on %s: %d %s", shardTask, w.name, code, clip(string(body)))
 	}
 	if err := json.Unmarshal(body, &d); err != nil {
@@ -477,7 +488,8 @@ func (c shardCatchUp) rowsPerSec(rows int64) float64 { return float64(rows) / c.
 // runCatchUp catches the backlog up into a fresh target with fresh workers (one per source)
 // whose task is in etcd under a prefix of the run's before they start; the clock runs from the
 // start of the first worker until the workers' applied counters (inserts + updates + deletes,
-// counted after each batch commits) reach the backlog's row changes. The target is then checked.
+// counted after each batch commits) reach the backlog's row changes and the target's content
+// equals the shards' (contentDiff). The target is then checked.
 func (st *shardSetup) runCatchUp(t *testing.T, bin binaries, cli *clientv3.Client, etcd *etcdtest.Cluster, merged bool, round int, work string) shardCatchUp {
 	t.Helper()
 	kind := map[bool]string{true: "merged", false: "separate"}[merged]
@@ -708,6 +720,7 @@ func TestShardMergeCatchUp(t *testing.T) {
 		f("merged_peak_rss_MiB", mib(merged.peakRSS)), f("separate_peak_rss_MiB", mib(separate.peakRSS)),
 		f("max_peak_rss_MiB", mib(peak)),
 		f("merged_retries_pauses", conflicts(runs[0])), f("separate_retries_pauses", conflicts(runs[1])),
+		f("target_isolation", cmp.Or(os.Getenv(shardIsolationEnv), "default")),
 		f("cpus", 2), f("loadavg_start", load0), f("loadavg_end", loadAvg(t)))
 }
 
@@ -818,11 +831,20 @@ func TestShardDDLLatency(t *testing.T) {
 	for _, w := range ws {
 		w.stop(t)
 	}
-	logged := ownerRanTimes(t, ws, locks)
-	var fromLog []time.Duration
+	last := st.shards[len(st.shards)-1]
+	ran := logTimes(t, ws, shardOwnerRan, "", locks)
+	held := logTimes(t, ws, shardHeld, "`"+last.schema+"`.`"+last.table+"`", locks)
+	var fromLog, toHeld, heldToRan []time.Duration
 	for n := 1; n <= locks; n++ {
-		if ts, ok := logged[fmt.Sprintf("c%d", n)]; ok {
-			fromLog = append(fromLog, ts.Sub(lastALTER[n-1]))
+		col := fmt.Sprintf("c%d", n)
+		r, ok := ran[col]
+		if !ok {
+			continue
+		}
+		fromLog = append(fromLog, r.Sub(lastALTER[n-1]))
+		if h, ok := held[col]; ok {
+			toHeld = append(toHeld, h.Sub(lastALTER[n-1]))
+			heldToRan = append(heldToRan, r.Sub(h))
 		}
 	}
 	if len(fromLog) != locks {
@@ -834,6 +856,8 @@ func TestShardDDLLatency(t *testing.T) {
 		f("p50_ms", ms(percentile(polled, 0.5))), f("p99_ms", ms(p99)), f("max_ms", ms(slices.Max(polled))),
 		f("target", durationVerdict(p99, shardDDLP99Target)),
 		f("log_p50_ms", ms(percentile(fromLog, 0.5))), f("log_p99_ms", ms(percentile(fromLog, 0.99))),
+		f("last_held_p50_ms", ms(percentile(toHeld, 0.5))), f("held_to_ran_p50_ms", ms(percentile(heldToRan, 0.5))),
+		f("held_to_ran_p99_ms", ms(percentile(heldToRan, 0.99))),
 		f("released_p50_ms", ms(percentile(resolved, 0.5))), f("released_p99_ms", ms(percentile(resolved, 0.99))),
 		f("last_alter_p50_ms", ms(percentile(alterTook, 0.5))),
 		f("peak_rss_MiB", mib(peak)), f("cpus", 2), f("loadavg_start", load0), f("loadavg_end", loadAvg(t)))
@@ -887,9 +911,10 @@ func comAlterTable(t *testing.T, db *sql.DB) int64 {
 	return n
 }
 
-// ownerRanTimes reads the workers' JSON logs and returns, per added column name, the time stamp
-// of the line saying the owner ran the lock's DDL on the target.
-func ownerRanTimes(t *testing.T, ws []*workerProc, locks int) map[string]time.Time {
+// logTimes reads the workers' JSON logs and returns, per added column cN (1 <= N <= locks), the
+// time stamp of the line with message msg whose ddls add that column (and, when table is set,
+// whose table is table).
+func logTimes(t *testing.T, ws []*workerProc, msg, table string, locks int) map[string]time.Time {
 	t.Helper()
 	out := map[string]time.Time{}
 	for _, w := range ws {
@@ -898,16 +923,20 @@ func ownerRanTimes(t *testing.T, ws []*workerProc, locks int) map[string]time.Ti
 			t.Fatal(err)
 		}
 		for line := range strings.Lines(string(raw)) {
-			if !strings.Contains(line, shardOwnerRan) {
+			if !strings.Contains(line, msg) {
 				continue
 			}
 			var rec struct {
-				TS   string   `json:"ts"`
-				Msg  string   `json:"msg"`
-				DDLs []string `json:"ddls"`
+				TS    string   `json:"ts"`
+				Msg   string   `json:"msg"`
+				Table string   `json:"table"`
+				DDLs  []string `json:"ddls"`
 			}
 			if err := json.Unmarshal([]byte(line), &rec); err != nil {
 				t.Fatalf("log line of %s: %v\n%s", w.name, err, line)
+			}
+			if rec.Msg != msg || (table != "" && rec.Table != table) {
+				continue
 			}
 			ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", rec.TS)
 			if err != nil {
