@@ -845,6 +845,8 @@ func TestShardDDLLatency(t *testing.T) {
 		if h, ok := held[col]; ok {
 			toHeld = append(toHeld, h.Sub(lastALTER[n-1]))
 			heldToRan = append(heldToRan, r.Sub(h))
+			t.Logf("lock %d, from the worker logs: the last shard held %v after its ALTER returned, the owner ran the DDL %v after that",
+				n, h.Sub(lastALTER[n-1]).Round(time.Millisecond), r.Sub(h).Round(time.Millisecond))
 		}
 	}
 	if len(fromLog) != locks {
