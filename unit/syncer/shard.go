@@ -127,7 +127,11 @@ type shardRun struct {
 
 	mu     sync.Mutex
 	dirty  map[tableName]bool // groups whose lock moved (guarded by mu)
-	notify chan struct{}      // one pending wake-up of the read loop
+	notify chan struct{}      // one pending look at the dirty groups
+	// wake ends the read loop's wait for an event, so that a lock that
+	// moved while the binlog is quiet is handled now, not at the next
+	// idle tick (binlog.ReadLoopWake).
+	wake chan struct{}
 }
 
 // newShardRun returns the shard state of r, or nil for a task without
@@ -145,7 +149,7 @@ func (s *Syncer) newShardRun(ctx context.Context, r *reader) (*shardRun, error) 
 	}
 	return &shardRun{r: r, c: s.shardCoord, logger: s.logger, held: map[tableName]*heldTable{},
 		shares: map[tableName][]tableName{}, watchCtx: ctx, watchers: map[tableName]context.CancelFunc{},
-		dirty: map[tableName]bool{}, notify: make(chan struct{}, 1)}, nil
+		dirty: map[tableName]bool{}, notify: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
 }
 
 // stop ends every watcher.
@@ -634,6 +638,10 @@ func (sr *shardRun) watch(target tableName) {
 		case sr.notify <- struct{}{}:
 		default:
 		}
+		select {
+		case sr.wake <- struct{}{}:
+		default:
+		}
 	}()
 }
 
@@ -813,4 +821,13 @@ func (s *Syncer) shardWarningLocked() string {
 	}
 	return fmt.Sprintf("waiting %s for shard DDL lock %s (%s): waiting for %s", waited, st.Lock,
 		strings.Join(st.DDLs, "; "), strings.Join(members, ", "))
+}
+
+// wakeups is the channel that ends the read loop's wait when a lock moved
+// (nil without shard DDL coordination).
+func (sr *shardRun) wakeups() <-chan struct{} {
+	if sr == nil {
+		return nil
+	}
+	return sr.wake
 }
