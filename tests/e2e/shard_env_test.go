@@ -92,6 +92,7 @@ type shardEnv struct {
 	tgtDB  *sql.DB
 	wopts  [2]workerOptions // same name and data dir on every restart
 	w      [2]*workerProc   // the current processes
+	procs  []*workerProc    // every process started, for their logs
 	shards []*shardTable    // the eight members of shardDB.t, rollout order
 	lockID string           // the lock id of shardDB.t
 }
@@ -155,6 +156,7 @@ func startShardEnv(t *testing.T, o shardOptions) *shardEnv {
 		name := fmt.Sprintf("w%d", i+1)
 		e.wopts[i] = workerOptions{name: name, endpoints: e.c.endpoints, prefix: e.c.prefix, dataDir: t.TempDir()}
 		e.w[i] = startWorker(t, e.wopts[i])
+		e.procs = append(e.procs, e.w[i])
 	}
 	e.waitWorkersAlive()
 	var instances strings.Builder
@@ -199,7 +201,9 @@ mydumpers:
 loaders:
   pool: {pool-size: 2}
 `, shardTask, mode, e.tgt.Port(), instances.String(), shardDB, shardDB, shardDB)))
+	started := time.Now()
 	e.waitSyncing(60 * time.Second)
+	t.Logf("both subtasks sync %s after the task start (mode %s)", time.Since(started).Round(time.Millisecond), mode)
 	return e
 }
 
@@ -375,6 +379,7 @@ func (e *shardEnv) kill(i int) {
 func (e *shardEnv) restart(i int) {
 	e.t.Helper()
 	e.w[i] = startWorker(e.t, e.wopts[i])
+	e.procs = append(e.procs, e.w[i])
 	e.t.Logf("restarted %s", e.wopts[i].name)
 }
 
@@ -468,6 +473,31 @@ func (e *shardEnv) dumpState() {
 	} else {
 		e.t.Logf("dmctl shard-ddl-lock: exit %d: %s", r.code, r.stderr)
 	}
+	e.logShardLines()
+}
+
+// logShardLines logs the lines of every worker process's log that mention
+// a shard DDL lock, for a failure.
+func (e *shardEnv) logShardLines() {
+	e.t.Helper()
+	re := regexp.MustCompile("(?i)shard|lock|ddl|alter")
+	for _, p := range e.procs {
+		b, err := os.ReadFile(p.logFile)
+		if err != nil {
+			e.t.Logf("%s: %v", p.logFile, err)
+			continue
+		}
+		var lines []string
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if re.MatchString(line) {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) > 60 {
+			lines = append([]string{"..."}, lines[len(lines)-60:]...)
+		}
+		e.t.Logf("%s (pid %d), its log's lines about shard DDL:\n%s", p.name, p.pid, strings.Join(lines, "\n"))
+	}
 }
 
 // targetColumnType is the COLUMN_TYPE of column col of the target's
@@ -499,21 +529,22 @@ func (e *shardEnv) targetHasIndex(table, idx string) bool {
 
 // targetAlters returns the ALTER TABLE statements the target ran on its
 // table shardDB.table, from its general log (the worker's statements on
-// its meta schema, and everything else, left out).
-func (e *shardEnv) targetAlters(table string) []string {
+// its meta schema, and everything else, left out), and the log lines they
+// came from (with the connection id and time).
+func (e *shardEnv) targetAlters(table string) (stmts, lines []string) {
 	e.t.Helper()
 	b, err := os.ReadFile(filepath.Join(e.tgt.Dir(), "data", "general.log"))
 	if err != nil {
 		e.t.Fatalf("the target's general log: %v", err)
 	}
 	re := regexp.MustCompile("(?i)\\bQuery\\s+(ALTER\\s+TABLE\\s+(?:`?" + shardDB + "`?\\.)?`?" + table + "`?(?:\\s|$).*)$")
-	var out []string
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if m := re.FindStringSubmatch(line); m != nil {
-			out = append(out, strings.TrimSpace(m[1]))
+			stmts = append(stmts, strings.TrimSpace(m[1]))
+			lines = append(lines, line)
 		}
 	}
-	return out
+	return stmts, lines
 }
 
 // checkAltersOnce requires the target's general log to hold, for
@@ -521,7 +552,7 @@ func (e *shardEnv) targetAlters(table string) []string {
 // expressions, case-insensitive) and no other ALTER TABLE.
 func (e *shardEnv) checkAltersOnce(table string, want ...string) {
 	e.t.Helper()
-	alters := e.targetAlters(table)
+	alters, lines := e.targetAlters(table)
 	counts := make([]int, len(want))
 	var other []string
 	for _, a := range alters {
@@ -537,14 +568,19 @@ func (e *shardEnv) checkAltersOnce(table string, want ...string) {
 			other = append(other, a)
 		}
 	}
+	bad := len(other) > 0
 	for i, w := range want {
 		if counts[i] != 1 {
-			e.t.Errorf("the target ran the DDL matching %q on %s.%s %d times, want exactly once; its ALTERs of the table: %q",
-				w, shardDB, table, counts[i], alters)
+			bad = true
+			e.t.Errorf("the target ran the DDL matching %q on %s.%s %d times, want exactly once", w, shardDB, table, counts[i])
 		}
 	}
 	if len(other) > 0 {
 		e.t.Errorf("the target ran other ALTERs of %s.%s than the shards' DDLs: %q", shardDB, table, other)
+	}
+	if bad {
+		e.t.Logf("the target's general log, ALTERs of %s.%s:\n%s", shardDB, table, strings.Join(lines, "\n"))
+		e.logShardLines()
 	}
 	e.t.Logf("the target's ALTERs of %s.%s: %q", shardDB, table, alters)
 }

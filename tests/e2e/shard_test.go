@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -47,16 +48,22 @@ func TestShardPessimisticUnderLoad(t *testing.T) {
 // lock owner's worker while ADD COLUMN is half synced (restarted once every
 // shard ran it, so the lock is decided with the owner back), and of a
 // non-owner's worker while ADD INDEX is half synced (restarted two shards
-// later): same end state, each DDL still once.
+// later), and of the owner of MODIFY COLUMN once that lock is decided
+// (restarted at once): same end state, each DDL still once.
 func TestShardPessimisticKillOwnerAndMember(t *testing.T) {
 	e := startShardEnv(t, shardOptions{})
-	runShardUnderLoad(t, e, shardKills{owner: true, member: true})
+	runShardUnderLoad(t, e, shardKills{owner: true, member: true, decision: true})
 }
 
 // shardKills choose the kills of runShardUnderLoad.
 type shardKills struct {
 	owner  bool // kill the owner's worker when ADD COLUMN has 3 of 8 members
 	member bool // kill a non-owner's worker when ADD INDEX has 3 of 8 members
+	// decision: kill the owner's worker at the first moment the lock of
+	// MODIFY COLUMN is seen decided or executing (both workers frozen
+	// while the lock is read), so that it restarts owning a lock it may
+	// or may not have begun.
+	decision bool
 }
 
 // killAfter is how many shards reached a DDL when a kill happens.
@@ -67,6 +74,7 @@ func runShardUnderLoad(t *testing.T, e *shardEnv, kills shardKills) {
 	w.waitMore(t, 30*time.Second, 200)
 	comBefore := e.comAlterTable()
 	dead := -1 // the worker killed and not yet restarted
+	phase := time.Now()
 
 	// ADD COLUMN, one shard at a time.
 	for i, s := range e.shards {
@@ -81,6 +89,9 @@ func runShardUnderLoad(t *testing.T, e *shardEnv, kills shardKills) {
 			})
 			if i == 0 {
 				e.checkFirstWaiting(s, l)
+			}
+			if i == 1 {
+				e.checkHeldAndFree(e.shards[0], e.shards[6])
 			}
 			if got := e.targetColumnType("t", "c2"); got != "" {
 				t.Fatalf("the target has c2 (%s) while %d of 8 shards ran ADD COLUMN; lock %s", got, i+1, lockText(l))
@@ -99,7 +110,9 @@ func runShardUnderLoad(t *testing.T, e *shardEnv, kills shardKills) {
 		dead = -1
 	}
 	e.waitColumn("c2", 60*time.Second)
+	t.Logf("ADD COLUMN rolled out and ran on the target in %s", time.Since(phase).Round(time.Millisecond))
 	w.waitMore(t, 30*time.Second, 100)
+	phase = time.Now()
 
 	// ADD INDEX and MODIFY COLUMN back to back on each shard: two locks in
 	// a row, the second decided after the first is gone.
@@ -129,6 +142,10 @@ func runShardUnderLoad(t *testing.T, e *shardEnv, kills shardKills) {
 		}
 		w.waitMore(t, 30*time.Second, 20)
 		time.Sleep(rolloutPause)
+	}
+	t.Logf("ADD INDEX and MODIFY COLUMN rolled out in %s", time.Since(phase).Round(time.Millisecond))
+	if kills.decision {
+		e.killOwnerAtDecision("MODIFY", 60*time.Second)
 	}
 	w.waitMore(t, 30*time.Second, 100)
 	if err := w.stop(); err != nil {
@@ -172,6 +189,104 @@ func (e *shardEnv) checkFirstWaiting(s *shardTable, l shardddl.LockInfo) {
 		}
 		return false
 	})
+}
+
+// killOwnerAtDecision runs both workers in slices of 20 ms, frozen with
+// SIGSTOP for 100 ms after each, and reads the lock from etcd while they
+// are frozen; at the first freeze at which the lock whose DDLs contain ddl
+// is decided or executing, it kills its owner's worker with SIGKILL and
+// starts it again. A lock seen done (or gone, its DDL on the target) first
+// is logged as missed: the owner ran it within one slice.
+func (e *shardEnv) killOwnerAtDecision(ddl string, d time.Duration) {
+	e.t.Helper()
+	const stepRun, stepFrozen = 20 * time.Millisecond, 100 * time.Millisecond
+	deadline := time.Now().Add(d)
+	thaw := func() {
+		for _, w := range e.w {
+			w.thaw(e.t)
+		}
+	}
+	for {
+		for _, w := range e.w {
+			w.freeze(e.t)
+		}
+		l, found, err := e.directLock(ddl)
+		switch {
+		case err != nil:
+		case found && (l.State == shardddl.LockDecided || l.State == shardddl.LockExecuting):
+			owner := sourceIndex(e.t, l.Owner)
+			e.t.Logf("lock of %s seen %s: killing its owner %s's worker", ddl, l.State, l.Owner)
+			e.kill(owner)
+			thaw()
+			e.restart(owner)
+			return
+		case found && l.State == shardddl.LockDone,
+			!found && strings.EqualFold(e.targetColumnType("t", "v"), "varchar(64)"):
+			thaw()
+			e.t.Logf("missed the lock of %s between decision and execution (seen %q): no kill", ddl, l.State)
+			return
+		}
+		if time.Now().After(deadline) {
+			thaw()
+			e.dumpState()
+			e.t.Fatalf("the lock of %s was not decided within %s (last error: %v)", ddl, d, err)
+		}
+		time.Sleep(stepFrozen)
+		thaw()
+		time.Sleep(stepRun)
+	}
+}
+
+// directLock reads, from etcd directly, the lock of shardTask whose DDLs
+// contain ddl.
+func (e *shardEnv) directLock(ddl string) (shardddl.LockInfo, bool, error) {
+	ctx, cancel := context.WithTimeout(e.t.Context(), 5*time.Second)
+	defer cancel()
+	locks, err := shardddl.Locks(ctx, e.c.direct, e.c.prefix, shardTask)
+	if err != nil {
+		return shardddl.LockInfo{}, false, err
+	}
+	for _, l := range locks {
+		if l.ID == e.lockID && strings.Contains(strings.Join(l.DDLs, ";"), ddl) {
+			return l, true, nil
+		}
+	}
+	return shardddl.LockInfo{}, false, nil
+}
+
+// checkHeldAndFree writes a row into held, a shard that reached ADD
+// COLUMN (its lock undecided), then one into free, a shard of the same
+// source that has not: free's row reaches the target (tables outside the
+// lock keep replicating), held's does not (its DML after the DDL is held).
+// The rows' ids are outside the writers' key space; they stay in both.
+func (e *shardEnv) checkHeldAndFree(held, free *shardTable) {
+	e.t.Helper()
+	if held.src != free.src || !held.c2.Load() || free.c2.Load() {
+		e.t.Fatalf("checkHeldAndFree(%s, %s): want two shards of one source, the first altered, the second not", held, free)
+	}
+	heldID, freeID := held.id(shardKeySpace+1), free.id(shardKeySpace+1)
+	e.exec(held, fmt.Sprintf("INSERT INTO %s (id, k, v, n, c2) VALUES (%d, %d, 'held', 0, 1)", held.name(), heldID, held.k))
+	e.exec(free, fmt.Sprintf("INSERT INTO %s (id, k, v, n) VALUES (%d, %d, 'free', 0)", free.name(), freeID, free.k))
+	testutil.Eventually(e.t, 30*time.Second, fmt.Sprintf("%s's row written after %s's reaches the target while the lock waits", free, held), func() error {
+		var n int
+		if err := e.tgtDB.QueryRow("SELECT COUNT(*) FROM "+shardDB+".t WHERE id = ?", freeID).Scan(&n); err != nil {
+			return err
+		}
+		if n != 1 {
+			return fmt.Errorf("%d rows with id %d", n, freeID)
+		}
+		return nil
+	})
+	var n int
+	if err := e.tgtDB.QueryRow("SELECT COUNT(*) FROM "+shardDB+".t WHERE id = ?", heldID).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	if n != 0 {
+		e.t.Fatalf("%s's row %d, written after its ADD COLUMN, is on the target while the lock waits", held, heldID)
+	}
+	if l, ok := e.lock(e.lockID); !ok || l.State != shardddl.LockWaiting {
+		e.t.Fatalf("the lock is no longer waiting after 2 of 8 shards reached ADD COLUMN: %s", e.locksText())
+	}
 }
 
 // waitColumn waits up to d until the target's shardDB.t has col.
@@ -240,7 +355,7 @@ func TestShardPessimisticMismatchedDDL(t *testing.T) {
 	if typ := e.targetColumnType("t", "c3"); typ != "" {
 		t.Fatalf("the target has c3 %s while the shards' DDLs conflict", typ)
 	}
-	if alters := e.targetAlters("t"); len(alters) > 0 {
+	if alters, _ := e.targetAlters("t"); len(alters) > 0 {
 		t.Fatalf("the target ran %q while the shards' DDLs conflict", alters)
 	}
 	if rows, err := e.targetRows([]*shardTable{a, b}, shardColumns(false)); err != nil || len(rows) != 2 {
