@@ -457,7 +457,7 @@ func (e *shardEnv) waitMerged(d time.Duration, shards []*shardTable, cols string
 		e.dumpState()
 		e.t.FailNow()
 	}
-	e.t.Logf("the target's %s.t is the union of %d shards (%d rows) %s after the writers stopped",
+	e.t.Logf("the target's %s.t is the union of %d shards (%d rows) after %s",
 		shardDB, len(shards), len(want), time.Since(start).Round(time.Millisecond))
 }
 

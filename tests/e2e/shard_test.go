@@ -338,6 +338,7 @@ func TestShardPessimisticMismatchedDDL(t *testing.T) {
 	l := e.waitLock(e.lockID, 30*time.Second, "a conflict of the two shards' DDLs", func(l shardddl.LockInfo) bool {
 		return l.State == shardddl.LockConflict
 	})
+	t.Logf("conflict: %s", l.Conflict)
 	for _, want := range []string{shardSources[0], shardSources[1], "`?c3`?\\W+INT\\b", "`?c3`?\\W+BIGINT\\b"} {
 		if !regexp.MustCompile("(?i)" + want).MatchString(l.Conflict) {
 			t.Errorf("the lock's conflict does not name %q: %q", want, l.Conflict)
