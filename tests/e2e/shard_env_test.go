@@ -80,6 +80,9 @@ type shardOptions struct {
 	// first source only, routed to shardDB.u; the second source has no
 	// table of it.
 	uTables bool
+	// isSharding spells the mode as DM's older `is-sharding: true`
+	// instead of `shard-mode: pessimistic`.
+	isSharding bool
 }
 
 // shardEnv is the shard merge cluster.
@@ -183,9 +186,13 @@ checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
 	if o.all {
 		mode = "all"
 	}
+	shardMode := "shard-mode: pessimistic"
+	if o.isSharding {
+		shardMode = "is-sharding: true"
+	}
 	e.c.ok("task", "start", writeFile(t, "shard-task.yaml", fmt.Sprintf(`name: %s
 task-mode: %s
-shard-mode: pessimistic
+%s
 target-database: {host: 127.0.0.1, port: %d, user: root, password: ""}
 mysql-instances:%s
 block-allow-list:
@@ -200,7 +207,7 @@ mydumpers:
   chunks: {threads: 2, rows: 100}
 loaders:
   pool: {pool-size: 2}
-`, shardTask, mode, e.tgt.Port(), instances.String(), shardDB, shardDB, shardDB)))
+`, shardTask, mode, shardMode, e.tgt.Port(), instances.String(), shardDB, shardDB, shardDB)))
 	started := time.Now()
 	e.waitSyncing(60 * time.Second)
 	t.Logf("both subtasks sync %s after the task start (mode %s)", time.Since(started).Round(time.Millisecond), mode)

@@ -394,9 +394,10 @@ func (e *shardEnv) exec(s *shardTable, q string) {
 
 // TestShardPessimisticSourceWithoutTable: group shard_db.u has tables on
 // the first source only; its lock waits for those two tables, never for
-// the second source, and resolves when both reached the DDL.
+// the second source, and resolves when both reached the DDL. The task
+// says `is-sharding: true`, DM's older spelling of pessimistic mode.
 func TestShardPessimisticSourceWithoutTable(t *testing.T) {
-	e := startShardEnv(t, shardOptions{uTables: true})
+	e := startShardEnv(t, shardOptions{uTables: true, isSharding: true})
 	uLock := shardddl.LockID(shardTask, shardddl.Table{Schema: shardDB, Name: "u"})
 	src := e.srcDB[0]
 	u1, u2 := "shard_1.u_1", "shard_2.u_1"
