@@ -15,14 +15,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 	reflect.TypeFor[TaskConfig](): {
 		// Old name of block-allow-list (DM v1).
 		"black-white-list": {action: rename, to: "block-allow-list"},
-		// Sharding DDL coordination is not built: running without it would
-		// apply the DDL of every shard to the merged table.
-		"shard-mode": {action: refuseIf, refuse: nonEmpty,
-			why: "sharding DDL coordination is not supported by this worker; remove shard-mode (route rules still merge tables, but DDL of each shard is applied as it comes)"},
-		"is-sharding": {action: refuseIf, refuse: nonEmpty,
-			why: "is-sharding is DM's old spelling of shard-mode: sharding DDL coordination is not supported by this worker; remove it"},
-		"strict-optimistic-shard-mode": {action: refuseIf, refuse: nonEmpty,
-			why: "belongs to shard-mode optimistic: sharding DDL coordination is not supported by this worker; remove it"},
 		// "strict" adds the upstream's default collation to CREATE
 		// statements that do not name one; here DDL is replayed as written
 		// ("loose"), so strict would silently give other collations.

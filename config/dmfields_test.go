@@ -64,8 +64,6 @@ filters:
 func TestDMFieldRefusals(t *testing.T) {
 	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1}]\n"
 	tests := []struct{ add, field string }{
-		{"shard-mode: pessimistic\n", "shard-mode"},
-		{"is-sharding: true\n", "is-sharding"},
 		{"collation_compatible: strict\n", "collation_compatible"},
 		{"remove-meta: true\n", "remove-meta"},
 		{"column-mappings: {m: {}}\n", "column-mappings"},

@@ -106,20 +106,23 @@ const (
 
 // SubTaskConfig is one source's share of a task.
 type SubTaskConfig struct {
-	Name           string          `json:"name"`
-	SourceID       string          `json:"source-id"`
-	TaskMode       string          `json:"task-mode"`
-	Meta           Meta            `json:"meta"`
-	TargetDatabase DBConfig        `json:"target-database"`
-	MetaSchema     string          `json:"meta-schema"`
-	CaseSensitive  bool            `json:"case-sensitive"`
-	BAList         BAList          `json:"block-allow-list"`
-	RouteRules     []RouteRule     `json:"route-rules,omitempty"`
-	FilterRules    []FilterRule    `json:"filter-rules,omitempty"`
-	Syncer         SyncerConfig    `json:"syncer"`
-	Mydumper       MydumperConfig  `json:"mydumper"`
-	Loader         LoaderConfig    `json:"loader"`
-	Validator      ValidatorConfig `json:"validator"`
+	Name           string   `json:"name"`
+	SourceID       string   `json:"source-id"`
+	TaskMode       string   `json:"task-mode"`
+	Meta           Meta     `json:"meta"`
+	TargetDatabase DBConfig `json:"target-database"`
+	MetaSchema     string   `json:"meta-schema"`
+	CaseSensitive  bool     `json:"case-sensitive"`
+	// ShardMode is the task's shard mode (ShardPessimistic, or "").
+	ShardMode                 string          `json:"shard-mode,omitempty"`
+	StrictOptimisticShardMode bool            `json:"strict-optimistic-shard-mode,omitempty"`
+	BAList                    BAList          `json:"block-allow-list"`
+	RouteRules                []RouteRule     `json:"route-rules,omitempty"`
+	FilterRules               []FilterRule    `json:"filter-rules,omitempty"`
+	Syncer                    SyncerConfig    `json:"syncer"`
+	Mydumper                  MydumperConfig  `json:"mydumper"`
+	Loader                    LoaderConfig    `json:"loader"`
+	Validator                 ValidatorConfig `json:"validator"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -143,6 +146,7 @@ func (c *SubTaskConfig) validate(p *problems) {
 	}
 	c.TargetDatabase.validate(p, "target-database")
 	validateMetaSchema(p, "meta-schema", c.MetaSchema)
+	validateShardMode(p, c.ShardMode, c.StrictOptimisticShardMode)
 	c.BAList.validate(p, "block-allow-list")
 	for i := range c.RouteRules {
 		c.RouteRules[i].validate(p, index("route-rules", i))
@@ -154,4 +158,27 @@ func (c *SubTaskConfig) validate(p *problems) {
 	c.Mydumper.validate(p, "mydumper")
 	c.Loader.validate(p, "loader")
 	c.Validator.validate(p, "validator")
+}
+
+// Shard modes (DM's shard-mode).
+const (
+	ShardPessimistic = "pessimistic"
+	ShardOptimistic  = "optimistic"
+)
+
+// validateShardMode checks shard-mode and strict-optimistic-shard-mode.
+// Optimistic mode is refused: its coordination is not built yet, and a task
+// that ran without it would apply every shard's DDL to the merged table.
+func validateShardMode(p *problems, mode string, strict bool) {
+	switch mode {
+	case "", ShardPessimistic:
+	case ShardOptimistic:
+		p.add("shard-mode", mode, "optimistic shard DDL coordination is not supported by this worker yet; "+
+			"use shard-mode: pessimistic (every shard's DDL waits until all shards reached it, then runs once)")
+	default:
+		p.add("shard-mode", mode, `want "pessimistic" or "optimistic", or leave it out for a task without shard DDL coordination`)
+	}
+	if strict && mode != ShardOptimistic {
+		p.add("strict-optimistic-shard-mode", "true", "belongs to shard-mode: optimistic; remove it")
+	}
 }

@@ -35,19 +35,25 @@ type MySQLInstance struct {
 // that are not fields here are handled by the decode engine (dmfields.go):
 // accepted and listed in Notes, renamed, or refused.
 type TaskConfig struct {
-	Name           string                     `json:"name"`
-	TaskMode       string                     `json:"task-mode"`
-	MetaSchema     string                     `json:"meta-schema,omitempty"`
-	CaseSensitive  bool                       `json:"case-sensitive,omitempty"`
-	TargetDatabase DBConfig                   `json:"target-database"`
-	MySQLInstances []MySQLInstance            `json:"mysql-instances"`
-	BAList         map[string]BAList          `json:"block-allow-list,omitempty"`
-	Routes         map[string]RouteRule       `json:"routes,omitempty"`
-	Filters        map[string]FilterRule      `json:"filters,omitempty"`
-	Syncers        map[string]SyncerConfig    `json:"syncers,omitempty"`
-	Mydumpers      map[string]MydumperConfig  `json:"mydumpers,omitempty"`
-	Loaders        map[string]LoaderConfig    `json:"loaders,omitempty"`
-	Validators     map[string]ValidatorConfig `json:"validators,omitempty"`
+	Name          string `json:"name"`
+	TaskMode      string `json:"task-mode"`
+	MetaSchema    string `json:"meta-schema,omitempty"`
+	CaseSensitive bool   `json:"case-sensitive,omitempty"`
+	// ShardMode coordinates the DDL of the upstream tables a route merges
+	// into one target table (ShardPessimistic; "" for none). IsSharding
+	// is DM's old spelling of pessimistic.
+	ShardMode                 string                     `json:"shard-mode,omitempty"`
+	IsSharding                bool                       `json:"is-sharding,omitempty"`
+	StrictOptimisticShardMode bool                       `json:"strict-optimistic-shard-mode,omitempty"`
+	TargetDatabase            DBConfig                   `json:"target-database"`
+	MySQLInstances            []MySQLInstance            `json:"mysql-instances"`
+	BAList                    map[string]BAList          `json:"block-allow-list,omitempty"`
+	Routes                    map[string]RouteRule       `json:"routes,omitempty"`
+	Filters                   map[string]FilterRule      `json:"filters,omitempty"`
+	Syncers                   map[string]SyncerConfig    `json:"syncers,omitempty"`
+	Mydumpers                 map[string]MydumperConfig  `json:"mydumpers,omitempty"`
+	Loaders                   map[string]LoaderConfig    `json:"loaders,omitempty"`
+	Validators                map[string]ValidatorConfig `json:"validators,omitempty"`
 	// CleanDumpFile is DM's task-level switch for removing dump files after
 	// a successful load; it applies to every instance whose loader does not
 	// set cleanup-dump-file itself. Omitted means true.
@@ -78,6 +84,7 @@ func (c *TaskConfig) Validate() error {
 	p.name("name", "task", c.Name)
 	validateTaskMode(&p, "task-mode", c.TaskMode)
 	validateMetaSchema(&p, "meta-schema", c.MetaSchema)
+	validateShardMode(&p, c.shardMode(), c.StrictOptimisticShardMode)
 	c.TargetDatabase.validate(&p, "target-database")
 
 	validateNamed(&p, "block-allow-list", c.BAList)
@@ -187,6 +194,8 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 		st.TargetDatabase = c.TargetDatabase
 		st.MetaSchema = c.MetaSchema
 		st.CaseSensitive = c.CaseSensitive
+		st.ShardMode = c.shardMode()
+		st.StrictOptimisticShardMode = c.StrictOptimisticShardMode
 		if inst.BAListName != "" {
 			st.BAList = c.BAList[inst.BAListName].clone()
 		}
@@ -241,4 +250,16 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// shardMode is the task's shard mode with is-sharding: true read as
+// pessimistic, in lower case.
+func (c *TaskConfig) shardMode() string {
+	if m := strings.ToLower(strings.TrimSpace(c.ShardMode)); m != "" {
+		return m
+	}
+	if c.IsSharding {
+		return ShardPessimistic
+	}
+	return ""
 }

@@ -328,8 +328,39 @@ mysql-instances:
 	if want := []string{"collation_compatible", "ignore-checking-items", "online-ddl", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
 		t.Errorf("ignored fields %v, want %v", c.Notes.Ignored, want)
 	}
-	_, err = ParseTaskConfig([]byte(base + "shard-mode: pessimistic\n"))
-	if err == nil || !strings.Contains(err.Error(), "shard-mode") {
-		t.Fatalf("shard-mode must be refused naming the field, got %v", err)
+}
+
+func TestTaskConfigShardMode(t *testing.T) {
+	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1}, {source-id: s2}]\n"
+	for _, tt := range []struct{ add, want string }{
+		{"", ""},
+		{"shard-mode: pessimistic\n", ShardPessimistic},
+		{"shard-mode: Pessimistic\n", ShardPessimistic},
+		{"is-sharding: true\n", ShardPessimistic},
+		{"is-sharding: false\n", ""},
+	} {
+		_, subs, err := CheckTaskConfig([]byte(base + tt.add))
+		if err != nil {
+			t.Errorf("%q: %v", tt.add, err)
+			continue
+		}
+		for _, st := range subs {
+			if st.ShardMode != tt.want {
+				t.Errorf("%q: subtask %s has shard-mode %q, want %q", tt.add, st.SourceID, st.ShardMode, tt.want)
+			}
+			if err := st.Validate(); err != nil {
+				t.Errorf("%q: subtask %s: %v", tt.add, st.SourceID, err)
+			}
+		}
+	}
+	for _, tt := range []struct{ add, field, says string }{
+		{"shard-mode: optimistic\n", "shard-mode", "not supported"},
+		{"shard-mode: pesimistic\n", "shard-mode", `want "pessimistic"`},
+		{"shard-mode: pessimistic\nstrict-optimistic-shard-mode: true\n", "strict-optimistic-shard-mode", "optimistic"},
+	} {
+		_, _, err := CheckTaskConfig([]byte(base + tt.add))
+		if err == nil || !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%q: want an error naming %s that says %q, got %v", tt.add, tt.field, tt.says, err)
+		}
 	}
 }

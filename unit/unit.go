@@ -124,3 +124,29 @@ func Outcome(ctx context.Context, err error, logger *zap.Logger, what string) Re
 	logger.Warn(what+" stopped with an error", zap.Error(err), zap.Bool("resumable", errs.IsResumable(err)))
 	return Result{Errors: []errs.Error{errs.Entry(err, time.Now())}}
 }
+
+// ShardDDLStatus is the "shard-ddl" object of a subtask's status while a
+// shard DDL lock involves it (DESIGN.md §6).
+type ShardDDLStatus struct {
+	Lock string `json:"lock"`
+	// State is waiting, executing, skipped, re-syncing or conflict.
+	State      string        `json:"state"`
+	DDLs       []string      `json:"ddls"`
+	WaitingFor []ShardMember `json:"waiting-for"`
+	// Conflict says which tables reached which differing DDLs (state
+	// conflict).
+	Conflict string `json:"conflict,omitempty"`
+}
+
+// ShardMember is one upstream table of a sharding group.
+type ShardMember struct {
+	Source string `json:"source"`
+	Table  string `json:"table"`
+}
+
+// ShardDDLReporter is implemented by units that take part in shard DDL
+// locks; ShardDDL returns nil while no lock involves the unit. It is safe
+// to call concurrently with Process.
+type ShardDDLReporter interface {
+	ShardDDL() *ShardDDLStatus
+}

@@ -158,6 +158,8 @@ type SubTaskStatus struct {
 	Errors    []errs.Error     `json:"errors"`
 	Progress  any              `json:"progress"`
 	Validator *ValidatorStatus `json:"validator,omitempty"`
+	// ShardDDL is set while a shard DDL lock involves the subtask.
+	ShardDDL *unit.ShardDDLStatus `json:"shard-ddl,omitempty"`
 	// TargetConnections is the task's share of the worker's connections
 	// to its target (set by Server.Status); absent while the task has no
 	// pool open there.
@@ -186,6 +188,9 @@ func (s *SubTask) Status() SubTaskStatus {
 	if u != nil {
 		if p := u.Status(); p != nil {
 			st.Progress = p
+		}
+		if r, ok := u.(unit.ShardDDLReporter); ok {
+			st.ShardDDL = r.ShardDDL()
 		}
 	}
 	vs := ValidatorStatus{Stage: stage.Stopped}

@@ -3,9 +3,11 @@ package worker
 import (
 	"path/filepath"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/ha/shardddl"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/unit"
@@ -42,6 +44,12 @@ type UnitOptions struct {
 	Sources *dbconn.Budget
 	// Logger logs the prechecks; units log through their subtask's logger.
 	Logger *zap.Logger
+	// Etcd and Prefix reach the cluster's etcd, where the sync units of
+	// sharding tasks coordinate their shard DDL locks (ha/shardddl).
+	// Without a client a sharding task's sync unit fails with a clear
+	// error.
+	Etcd   *clientv3.Client
+	Prefix string
 }
 
 // NewUnitFactory is the factory builder of the real data-plane units of
@@ -77,6 +85,13 @@ func NewUnitFactory(o UnitOptions) FactoryBuilder {
 				}
 				s.UseConnBudget(o.Budget)
 				s.UseSourceBudget(o.Sources)
+				if cfg.ShardMode != "" && o.Etcd != nil {
+					c, err := shardddl.New(o.Etcd, o.Prefix, cfg.Name, cfg.SourceID, logger)
+					if err != nil {
+						return nil, err
+					}
+					s.UseShardDDL(c)
+				}
 				return s, nil
 			},
 		}, func(cfg *config.SubTaskConfig, sync unit.SyncSource, logger *zap.Logger) (unit.Validator, error) {

@@ -145,7 +145,7 @@ func serve(ctx context.Context, cfg *config.WorkerConfig, logger *zap.Logger) er
 		Name: cfg.Name, Addr: cfg.AdvertiseAddr, Client: cli, Prefix: cfg.EtcdPrefix,
 		KeepaliveTTL: cfg.KeepaliveTTL.Duration,
 		NewFactory: worker.NewUnitFactory(worker.UnitOptions{DataDir: cfg.DataDir, Sync: m.sync, Dump: m.dump, Load: m.load, Validate: m.valid,
-			Budget: budget, Sources: sources, Logger: logger}),
+			Budget: budget, Sources: sources, Logger: logger, Etcd: cli, Prefix: cfg.EtcdPrefix}),
 		NewRelay:   worker.NewRelayFactory(cfg.RelayDir, worker.RelayOptions{Worker: cfg.Name, Metrics: m.relay, Sources: sources}),
 		NewStreams: worker.NewStreamRuntimeBuilder(m.worker, sources),
 		StreamMeta: meta, StreamMetaErr: metaErr,

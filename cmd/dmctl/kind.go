@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/ha"
+	"github.com/dmworker/dm-worker/ha/shardddl"
 	"github.com/dmworker/dm-worker/pkg/stage"
 )
 
@@ -28,6 +29,9 @@ type nameKind struct {
 	// result is the --output json document of a command that wrote the
 	// expected stage want (empty after stop) of name on sources.
 	result func(name string, want stage.Stage, ignoreUntreated bool, sources []string) any
+	// afterStop removes what the object keeps outside its per-source keys
+	// (a task's shard DDL locks); nil for none.
+	afterStop func(ctx context.Context, e *env, name string) error
 }
 
 // keyKind is one per-source key kind of a named object:
@@ -64,6 +68,14 @@ var (
 		stages: []keyKind{validatorStage, subTaskStage},
 		result: func(name string, want stage.Stage, _ bool, sources []string) any {
 			return taskResult{Task: name, Stage: string(want), Sources: sources}
+		},
+		// A task started again under the same name starts without the
+		// old task's shard DDL locks, shares and infos.
+		afterStop: func(ctx context.Context, e *env, name string) error {
+			if err := shardddl.RemoveTask(ctx, e.cli, e.opts.prefix, name); err != nil {
+				return fmt.Errorf("remove the shard DDL locks of task %s: %w", name, err)
+			}
+			return nil
 		},
 	}
 	streams = &nameKind{
@@ -200,6 +212,11 @@ func (k *nameKind) stop(ctx context.Context, e *env, cmd *command, args []string
 			if err := k.del(ctx, st, kk, s, name); err != nil {
 				return err
 			}
+		}
+	}
+	if k.afterStop != nil {
+		if err := k.afterStop(ctx, e, name); err != nil {
+			return err
 		}
 	}
 	return e.emitf(k.result(name, "", false, sources), "%s %s stopped and deleted on source(s) %s\n",

@@ -340,6 +340,11 @@ func (c *Coordinator) reportTxn(g *group, m Member, r Report) ([]clientv3.Cmp, [
 	cur, had := g.infos[m]
 	next := InfoValue{Seq: 1, DDLs: slices.Clone(r.DDLs), Location: r.Location}
 	switch {
+	case had && r.Location.Before(cur.v.Location):
+		// A replay of an earlier DDL of the table (a restart from a
+		// checkpoint before it): that one was resolved before the table
+		// reached its current one. The caller sees the later Location.
+		return nil, nil, nil
 	case had && cur.v.Resolved == "" && slices.Equal(cur.v.DDLs, r.DDLs):
 		return nil, nil, nil // already reported
 	case had && cur.v.Resolved == "":
@@ -351,8 +356,10 @@ func (c *Coordinator) reportTxn(g *group, m Member, r Report) ([]clientv3.Cmp, [
 			}
 		}
 		next.Seq = cur.v.Seq // replaces the unresolved DDL
-	case had && slices.Equal(cur.v.DDLs, r.DDLs) && cur.v.Location == r.Location:
-		return nil, nil, nil // a replay of a resolved DDL
+	case had && cur.v.Resolved != "" && cur.v.Location == r.Location:
+		// A replay of a resolved DDL; its DDLs may differ from the
+		// resolved ones when handle-error replaced them.
+		return nil, nil, nil
 	case had:
 		next.Seq = cur.v.Seq + 1
 	}

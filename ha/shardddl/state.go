@@ -51,6 +51,12 @@ type LockState struct {
 	Conflict string   `json:"conflict,omitempty"`
 	// WaitingFor are the members whose step the table waits for.
 	WaitingFor []Member `json:"waiting-for,omitempty"`
+	// Differs (role conflict): the table's DDLs differ from those of the
+	// member that reached its DDL first (Owner): it is the one to replace.
+	Differs bool `json:"differs,omitempty"`
+	// Location is where the table reached the DDL of its info: a report
+	// of an earlier location is a replay of a DDL resolved before.
+	Location Location `json:"location,omitempty"`
 }
 
 // pending is the undecided lock of a group: the unresolved infos of its
@@ -133,7 +139,7 @@ func (g *group) state(m Member) LockState {
 	if !ok {
 		return st
 	}
-	st.Seq, st.DDLs = i.v.Seq, i.v.DDLs
+	st.Seq, st.DDLs, st.Location = i.v.Seq, i.v.DDLs, i.v.Location
 	if i.v.Resolved != "" {
 		st.Role, st.Resolved = RoleResolved, i.v.Resolved
 		return st
@@ -158,6 +164,7 @@ func (g *group) state(m Member) LockState {
 	switch {
 	case p.conflict != "":
 		st.Role, st.Conflict = RoleConflict, p.conflict
+		st.Differs = p.first != nil && !slices.Equal(i.v.DDLs, p.first.v.DDLs)
 	default:
 		st.Role, st.WaitingFor = RoleWaiting, p.unsynced
 	}

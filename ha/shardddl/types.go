@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
@@ -47,6 +48,15 @@ type Location struct {
 	Name string `json:"binlog-name,omitempty"`
 	Pos  uint32 `json:"binlog-pos,omitempty"`
 	GTID string `json:"binlog-gtid,omitempty"`
+}
+
+// Before reports whether l is an earlier point of the same source's binlog
+// than o (both with a file name).
+func (l Location) Before(o Location) bool {
+	if l.Name == "" || o.Name == "" {
+		return false
+	}
+	return binlog.Location{Name: l.Name, Pos: l.Pos}.Compare(binlog.Location{Name: o.Name, Pos: o.Pos}) < 0
 }
 
 // String is "file:pos" with the GTID set after it when known.

@@ -37,6 +37,8 @@ type Column struct {
 	Generated bool
 	// Invisible: MariaDB's INVISIBLE column, left out of SELECT *.
 	Invisible bool
+	// AutoIncrement: the table's AUTO_INCREMENT column.
+	AutoIncrement bool
 }
 
 // NewColumn builds a Column from information_schema's COLUMN_NAME,
@@ -74,14 +76,16 @@ func NewColumn(name, dataType, columnType, charset string, nullable bool) (Colum
 	return c, nil
 }
 
-// SetExtra sets Generated and Invisible from information_schema's EXTRA
-// ("VIRTUAL GENERATED", "STORED GENERATED", "PERSISTENT", "INVISIBLE").
+// SetExtra sets Generated, Invisible and AutoIncrement from
+// information_schema's EXTRA ("VIRTUAL GENERATED", "STORED GENERATED",
+// "PERSISTENT", "INVISIBLE", "auto_increment").
 // MySQL 8's "DEFAULT_GENERATED" (an expression default) is no generated
 // column.
 func (c *Column) SetExtra(extra string) {
 	e := strings.ToUpper(extra)
 	c.Generated = strings.Contains(e, "VIRTUAL") || strings.Contains(e, "STORED") || strings.Contains(e, "PERSISTENT")
 	c.Invisible = strings.Contains(e, "INVISIBLE")
+	c.AutoIncrement = strings.Contains(e, "AUTO_INCREMENT")
 }
 
 // Binary reports whether the column holds bytes rather than text: a

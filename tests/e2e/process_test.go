@@ -142,7 +142,8 @@ func (p *process) freeze(t testing.TB) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s (pid %d): %d threads still run 10s after SIGSTOP", p.name, p.pid, running)
+			out, _ := exec.Command("sh", "-c", fmt.Sprintf("cat /proc/%d/task/*/stat", p.pid)).Output()
+			t.Fatalf("%s (pid %d): %d threads still run 10s after SIGSTOP; their stat lines:\n%s", p.name, p.pid, running, out)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -154,8 +155,8 @@ func (p *process) thaw(t testing.TB) {
 	p.signal(t, syscall.SIGCONT)
 }
 
-// runningThreads counts the threads of the process that are not stopped
-// (state T in /proc/PID/task/TID/stat).
+// runningThreads counts the threads of the process that may still run user
+// code (state R or S in /proc/PID/task/TID/stat).
 func (p *process) runningThreads() (int, error) {
 	dir := fmt.Sprintf("/proc/%d/task", p.pid)
 	tids, err := os.ReadDir(dir)
@@ -178,7 +179,10 @@ func (p *process) runningThreads() (int, error) {
 		if i < 0 || i+2 >= len(s) {
 			return 0, fmt.Errorf("%s/%s/stat: unexpected %q", dir, tid.Name(), s)
 		}
-		if st := s[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+		// R and S run user code, or will; T/t stopped, Z/X gone, D in an
+		// uninterruptible syscall (a write or fsync under load: it stops
+		// on its way back to user code, running none of it).
+		if st := s[i+2]; st == 'R' || st == 'S' {
 			running++
 		}
 	}

@@ -182,6 +182,7 @@ func (c *run) checkSource(ctx context.Context, l *items) ([]*table, []fkeys.Key)
 		return nil, nil
 	}
 	c.checkSelected(s, tables, g, l)
+	c.checkShards(s, tables, l)
 	if !c.syncs() {
 		return tables, nil
 	}

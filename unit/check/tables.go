@@ -20,6 +20,9 @@ type table struct {
 	schema, name string
 	columns      []column // in order, generated columns left out
 	keyed        bool     // has a primary key or a unique key on NOT NULL columns
+	// autoKey is the AUTO_INCREMENT column when it is in the row key
+	// ("" for none): shards merged into one table collide on it.
+	autoKey string
 }
 
 func (t *table) String() string { return filter.TableName{Schema: t.schema, Table: t.name}.String() }
@@ -60,6 +63,13 @@ func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
 			// A key: the primary key or a unique key none of whose
 			// columns may be NULL.
 			t.columns, t.keyed = cols, m.Keyed()
+			if m.Keyed() {
+				for _, i := range m.RowKey {
+					if m.Columns[i].AutoIncrement {
+						t.autoKey = m.Columns[i].Name
+					}
+				}
+			}
 		}
 	})
 	if err != nil {

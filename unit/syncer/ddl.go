@@ -48,9 +48,11 @@ type ddlErrorState interface {
 // newDDLApplier returns the DDL applier of read loop r, which applies DDL
 // on s's target through r's dispatcher and table cache.
 func (s *Syncer) newDDLApplier(r *reader) *ddlApplier {
+	tr := newDDLTranslator(s.filter, s.events, s.router)
+	tr.normalize = s.cfg.ShardMode != ""
 	return &ddlApplier{
 		r:          r,
-		translator: newDDLTranslator(s.filter, s.events, s.router),
+		translator: tr,
 		target:     s.target,
 		disp:       r.disp,
 		tables:     r.tables,
@@ -65,6 +67,13 @@ func (s *Syncer) newDDLApplier(r *reader) *ddlApplier {
 // targetDDL is one statement for the target.
 type targetDDL struct {
 	sql string
+	// event is the filter event of the statement (filter.EvAlterTable...);
+	// source the upstream table it is about and target its routed table
+	// (zero for a database statement); tables every upstream table it
+	// names that is replicated (several for DROP TABLE).
+	event          string
+	source, target tableName
+	tables         []tableName
 	// schema to USE before running sql ("" for none).
 	schema string
 	// ensureSchemas must exist first (CREATE DATABASE IF NOT EXISTS).
@@ -104,6 +113,9 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 	if len(stmts) == 0 {
 		return r.endStatement()
 	}
+	if r.shard != nil {
+		return r.shard.ddl(ctx, d, stmts, query, start, end)
+	}
 	if err := d.barrier(ctx, end); err != nil {
 		return err
 	}
@@ -118,20 +130,27 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 				d.logger.Info("replayed DDL had already run before a crash", zap.String("sql", st.sql), zap.Error(err))
 				continue
 			}
-			if errs.IsResumable(err) || ctx.Err() != nil {
-				return errs.Wrap(err, CodeDDL, "sync: apply DDL at binlog %s", start)
-			}
-			d.unit.setStuck(&stuckDDL{start: start, end: end})
-			return errs.New(CodeDDL, false,
-				"sync: the target rejected DDL at binlog %s: %s: %w; fix the target or skip/replace the DDL with handle-error",
-				start, clipSQL(st.sql), err)
+			return d.rejected(ctx, err, st, start, end)
 		}
 	}
 	return d.finish(ctx, end)
 }
 
+// rejected is the error of a DDL the target did not run: resumable when a
+// retry may cure it, else the DDL is stuck for handle-error.
+func (d *ddlApplier) rejected(ctx context.Context, err error, st targetDDL, start, end binlog.Location) error {
+	if errs.IsResumable(err) || ctx.Err() != nil {
+		return errs.Wrap(err, CodeDDL, "sync: apply DDL at binlog %s", start)
+	}
+	d.unit.setStuck(&stuckDDL{start: start, end: end})
+	return errs.New(CodeDDL, false,
+		"sync: the target rejected DDL at binlog %s: %s: %w; fix the target or skip/replace the DDL with handle-error",
+		start, clipSQL(st.sql), err)
+}
+
 // barrier waits for every earlier change, then saves a checkpoint before
-// the DDL that names it as pending.
+// the DDL that names it as pending (unless a shard DDL lock holds the
+// checkpoint back).
 func (d *ddlApplier) barrier(ctx context.Context, end binlog.Location) error {
 	r := d.r
 	if err := d.disp.barrier(ctx); err != nil {
@@ -139,6 +158,9 @@ func (d *ddlApplier) barrier(ctx context.Context, end binlog.Location) error {
 	}
 	r.marks = r.marks[:0]
 	r.marked, r.markedAt = r.tr.End(), time.Now()
+	if r.shard.holding() {
+		return nil
+	}
 	return r.save(ctx, savedCheckpoint{loc: r.marked, pendingDDL: end})
 }
 
@@ -159,6 +181,9 @@ func (d *ddlApplier) finish(ctx context.Context, end binlog.Location) error {
 	}
 	r.marked = r.tr.End()
 	r.pendingDDL = binlog.Location{}
+	if r.shard.holding() {
+		return nil
+	}
 	return r.save(ctx, savedCheckpoint{loc: r.marked})
 }
 

@@ -46,6 +46,9 @@ func TestTranslateDDL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			for i := range got { // what shard mode uses: TestTranslateDDLNames
+				got[i].event, got[i].source, got[i].target, got[i].tables = "", tableName{}, tableName{}, nil
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("translate(%q) = %#v\nwant %#v", tt.query, got, tt.want)
 			}
@@ -54,4 +57,48 @@ func TestTranslateDDL(t *testing.T) {
 	if _, err := d.translate("app", "ALTER TABLE t FROBNICATE"); err == nil {
 		t.Fatal("a statement that does not parse was accepted")
 	}
+}
+
+// TestTranslateDDLNames: what shard mode reads of a translated statement:
+// its filter event, upstream table, routed table, every dropped table, and
+// with normalize the restored text even when nothing was rewritten.
+func TestTranslateDDLNames(t *testing.T) {
+	d := newDDLTranslator(filter.NewTables(config.BAList{}, false), mustEvents(t),
+		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false))
+	d.normalize = true
+	tests := []struct {
+		schema, query string
+		want          targetDDL
+	}{
+		{"shard1", "ALTER TABLE o1 ADD COLUMN c INT",
+			targetDDL{sql: "ALTER TABLE `m`.`o` ADD COLUMN `c` INT", event: filter.EvAlterTable,
+				source: tableName{Schema: "shard1", Table: "o1"}, target: tableName{Schema: "m", Table: "o"},
+				tables: []tableName{{Schema: "shard1", Table: "o1"}}}},
+		{"app", "ALTER TABLE t ADD COLUMN c INT",
+			targetDDL{sql: "ALTER TABLE `app`.`t` ADD COLUMN `c` INT", event: filter.EvAlterTable,
+				source: tableName{Schema: "app", Table: "t"}, target: tableName{Schema: "app", Table: "t"},
+				tables: []tableName{{Schema: "app", Table: "t"}}}},
+		{"shard2", "DROP TABLE o1, shard3.o2",
+			targetDDL{sql: "DROP TABLE `m`.`o`, `m`.`o`", event: filter.EvDropTable,
+				source: tableName{Schema: "shard2", Table: "o1"}, target: tableName{Schema: "m", Table: "o"},
+				tables: []tableName{{Schema: "shard2", Table: "o1"}, {Schema: "shard3", Table: "o2"}}}},
+	}
+	for _, tt := range tests {
+		got, err := d.translate(tt.schema, tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !reflect.DeepEqual(got[0], tt.want) {
+			t.Errorf("translate(%q) = %#v\nwant %#v", tt.query, got, tt.want)
+		}
+	}
+}
+
+func mustEvents(t *testing.T) *filter.EventFilter {
+	t.Helper()
+	ev, err := filter.NewEventFilter(nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
 }

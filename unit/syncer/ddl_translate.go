@@ -18,9 +18,12 @@ import (
 // rewrites; it runs nothing.
 type ddlTranslator struct {
 	parser *parser.Parser
-	filter *filter.Tables
-	events *filter.EventFilter
-	router *filter.Router
+	// normalize: always the parser's restored text, so that the same DDL
+	// of different shards reads the same (shard mode compares them).
+	normalize bool
+	filter    *filter.Tables
+	events    *filter.EventFilter
+	router    *filter.Router
 }
 
 func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router *filter.Router) *ddlTranslator {
@@ -198,7 +201,9 @@ func (x *ddlTranslator) translateDatabaseDDL(node ast.StmtNode, query string, st
 	case *ast.AlterDatabaseStmt:
 		n.Name, n.AlterDefaultDatabase = routed, false
 	}
-	return x.restore(node, query, "", true, nil)
+	out, ok, err := x.restore(node, query, "", true, nil)
+	out.event = st.event
+	return out, ok, err
 }
 
 // translateTableDDL translates a statement about st.primary: nothing when
@@ -215,8 +220,20 @@ func (x *ddlTranslator) translateTableDDL(node ast.StmtNode, schema, query strin
 			ct.IfNotExists = true
 		}
 	}
+	src := qualify(st.primary, schema)
+	var tables []tableName
+	switch n := node.(type) {
+	case *ast.DropTableStmt:
+		for _, t := range n.Tables {
+			tables = append(tables, qualify(t, schema))
+		}
+	default:
+		tables = []tableName{src}
+	}
 	useSchema, ensure, routed := x.routeNames(node, schema, st.primary)
-	return x.restore(node, query, useSchema, st.changed || routed || !single, ensure)
+	out, ok, err := x.restore(node, query, useSchema, st.changed || routed || !single || x.normalize, ensure)
+	out.event, out.source, out.target, out.tables = st.event, src, x.router.Route(src.Schema, src.Table), tables
+	return out, ok, err
 }
 
 // routeNames routes every table name of node in place, qualifying the
@@ -263,4 +280,25 @@ func (x *ddlTranslator) restore(node ast.StmtNode, query, schema string, rewritt
 		return targetDDL{}, false, fmt.Errorf("restore routed DDL: %w", err)
 	}
 	return targetDDL{sql: b.String(), ensureSchemas: ensure}, true, nil
+}
+
+// normalizeSQL returns the parser's restored text of one statement an
+// operator wrote (handle-error replace of a shard DDL), so that it reads
+// the same as the translated DDLs of the other shards.
+func (x *ddlTranslator) normalizeSQL(query string) (string, error) {
+	if x.parser == nil {
+		x.parser = parser.New()
+	}
+	nodes, _, err := x.parser.Parse(query, "", "")
+	if err != nil {
+		return "", err
+	}
+	if len(nodes) != 1 {
+		return "", fmt.Errorf("want one statement, got %d", len(nodes))
+	}
+	var b strings.Builder
+	if err := nodes[0].Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }

@@ -61,11 +61,24 @@ func (s *Syncer) takeHandle(start, end binlog.Location) *handleOp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.handle
-	if h == nil || h.at.Name != start.Name || (h.at.Pos != start.Pos && h.at.Pos != end.Pos) {
+	if !h.isAt(start, end) {
 		return nil
 	}
 	s.handle = nil
 	return h
+}
+
+// isAt reports whether h is for the DDL event at start..end.
+func (h *handleOp) isAt(start, end binlog.Location) bool {
+	return h != nil && h.at.Name == start.Name && (h.at.Pos == start.Pos || h.at.Pos == end.Pos)
+}
+
+// handlePendingAt reports whether an operator's decision waits for the DDL
+// event at start..end.
+func (s *Syncer) handlePendingAt(start, end binlog.Location) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handle.isAt(start, end)
 }
 
 // setStuck records (or clears, with nil) the DDL the target rejected.
@@ -80,3 +93,10 @@ func (s *Syncer) setStuck(st *stuckDDL) {
 }
 
 func (h *handleOp) String() string { return fmt.Sprintf("%s at %s", h.op, h.at) }
+
+// handlePending reports whether an operator's decision waits to be taken.
+func (s *Syncer) handlePending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handle != nil
+}

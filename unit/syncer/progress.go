@@ -14,6 +14,9 @@ import (
 // the checkpoint catches up, and report no lag once everything is applied.
 func (r *reader) idle(ctx context.Context) error {
 	if !r.tr.InTxn {
+		if err := r.shard.poll(ctx); err != nil {
+			return err
+		}
 		if err := r.maybeMark(ctx, false); err != nil {
 			return err
 		}
@@ -47,6 +50,9 @@ func (r *reader) afterEvent(ctx context.Context) error {
 	}
 	r.sinceCheck = 0
 	if !r.tr.InTxn {
+		if err := r.shard.poll(ctx); err != nil {
+			return err
+		}
 		if err := r.maybeMark(ctx, false); err != nil {
 			return err
 		}
@@ -82,6 +88,11 @@ func (r *reader) newestApplied() binlog.Location {
 	for len(r.marks) > 0 && r.marks[0].seq <= applied {
 		r.applied, moved = r.marks[0].loc, true
 		r.marks = r.marks[1:]
+	}
+	// Held shard tables' changes after their DDL are not on the target:
+	// nothing past the earliest held DDL counts as applied.
+	if first, ok := r.shard.capAt(); ok && r.applied.Compare(first) > 0 {
+		r.applied, moved = first, true
 	}
 	if moved {
 		r.s.publishApplied(r.applied)

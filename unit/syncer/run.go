@@ -47,6 +47,7 @@ type reader struct {
 	disp   *dispatcher
 	tables *tableCache
 	ddl    *ddlApplier
+	shard  *shardRun // nil without shard DDL coordination
 
 	// tr follows the read location and the last transaction boundary.
 	tr *binlog.Tracker
@@ -115,13 +116,30 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
-	loopErr := r.loop(runCtx, stream)
+	loopErr := r.startShard(runCtx)
+	if loopErr == nil {
+		loopErr = r.loop(runCtx, stream)
+	}
+	for {
+		var rw *errRewind
+		if !errors.As(loopErr, &rw) || runCtx.Err() != nil {
+			break
+		}
+		if stream, loopErr = opener.Open(runCtx, rw.from); loopErr != nil {
+			loopErr = readError(loopErr)
+			break
+		}
+		if loopErr = r.rewound(rw.from); loopErr == nil {
+			loopErr = r.loop(runCtx, stream)
+		}
+	}
 	if loopErr != nil && runCtx.Err() == nil {
 		r.drain(runCtx, loopErr)
 	}
 	r.flushPublish()
 	cancel(loopErr)
 	wg.Wait()
+	r.shard.stop()
 
 	// Everything before the newest fully applied mark is on the target.
 	if loc := r.newestApplied(); loc.Compare(r.saved) > 0 {
@@ -132,6 +150,33 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		return ctx.Err()
 	}
 	return context.Cause(runCtx)
+}
+
+// startShard sets up shard DDL coordination for a sharding task: the
+// run's shard state, and this source's tables in their sharding groups.
+func (r *reader) startShard(ctx context.Context) error {
+	sr, err := r.s.newShardRun(ctx, r)
+	if err != nil || sr == nil {
+		return err
+	}
+	r.shard = sr
+	return sr.publishShares(ctx)
+}
+
+// rewound resets the read state to from, where the binlog was opened again
+// for a shard DDL re-sync: the tracker, the marks, the applied location.
+func (r *reader) rewound(from binlog.Location) error {
+	gset, err := mysql.ParseGTIDSet(r.s.flavor, from.GTID)
+	if err != nil {
+		return errs.New(CodeConfig, false, "sync: GTID set %q of the re-sync start: %w", from.GTID, err)
+	}
+	r.tr = binlog.NewTracker(from, gset)
+	r.marks = r.marks[:0]
+	r.marked, r.markedAt = from, time.Now()
+	r.applied = r.saved
+	r.s.publishApplied(r.applied)
+	r.pendingDDL = binlog.Location{}
+	return nil
 }
 
 // drain lets every worker apply what the read loop gave it before the run
@@ -267,6 +312,7 @@ func (s *Syncer) publishRunEnd() {
 	s.mu.Lock()
 	s.disp = nil
 	s.prog.eventTime = time.Time{}
+	s.prog.shard, s.prog.shardSince = nil, time.Time{}
 	s.mu.Unlock()
 	s.metrics.setLag(0)
 }
@@ -316,6 +362,7 @@ func (r *reader) handle(ctx context.Context, ev *replication.BinlogEvent) error 
 	if err != nil {
 		return errs.New(CodeReadBinlog, false, "sync: %w", err)
 	}
+	r.shard.afterTrack()
 	switch kind {
 	case binlog.EventHeartbeat:
 		return nil
@@ -379,6 +426,10 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if !r.s.filter.TableAllowed(schema, table) {
 		return nil
 	}
+	src := tableName{Schema: schema, Table: table}
+	if r.shard.skipRows(src) {
+		return nil // held at a shard DDL, or applied before a re-sync
+	}
 	if skip, err := r.s.events.Skip(schema, table, kind.String(), ""); err != nil {
 		return errs.New(CodeFilterError, false, "sync: %v at binlog %s; change the rule and resume the task",
 			err, binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
@@ -396,7 +447,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		r.s.logger.Info("sync unit leaves safe mode", zap.Stringer("at", r.tr.Cur), zap.Stringer("until", r.safeUntil))
 		r.safeUntil = binlog.Location{}
 	}
-	safe := r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero()
+	safe := r.cfg.Syncer.SafeMode || !r.safeUntil.IsZero() || r.shard.resyncing(src)
 	fkChecks := e.Flags&rowsNoForeignKeyChecks == 0
 	loc := binlog.Location{Name: r.tr.Cur.Name, Pos: r.tr.Cur.Pos}
 	step := 1

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/unit"
 )
 
 // counters are the unit's running totals; atomics, read by Status at any
@@ -60,6 +61,10 @@ type progress struct {
 	warned         map[tableName]bool
 	fkWarned       map[string]bool // foreign key warnings given
 	stuckOn        string
+	// shard is the lock shown as "shard-ddl" (shard.go); shardSince when
+	// its table began to wait.
+	shard      *unit.ShardDDLStatus
+	shardSince time.Time
 	// read is the location read so far and applied the newest location
 	// all of whose changes are on the target (SyncProgress).
 	read, applied binlog.Location

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/ha/shardddl"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
@@ -39,8 +40,11 @@ type Syncer struct {
 	events   *filter.EventFilter
 	router   *filter.Router
 	serverID uint32
-	budget   *dbconn.Budget // target connections (UseConnBudget, before Init); nil: a pool of its own
-	sources  *dbconn.Budget // source connections and facts (UseSourceBudget, before Init); nil: none
+	// shardCoord coordinates the shard DDL locks of a sharding task
+	// (UseShardDDL, before Process).
+	shardCoord *shardddl.Coordinator
+	budget     *dbconn.Budget // target connections (UseConnBudget, before Init); nil: a pool of its own
+	sources    *dbconn.Budget // source connections and facts (UseSourceBudget, before Init); nil: none
 
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	target *sql.DB
@@ -156,6 +160,9 @@ func (s *Syncer) Init(ctx context.Context) error {
 		return closeAfter(db, errs.Wrap(err, CodeReadBinlog, "sync: source %s", s.cfg.SourceID))
 	}
 	s.target, s.store, s.flavor, s.source = db, store, flavor, source
+	if err := s.publishShardGroups(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -263,6 +270,9 @@ func (s *Syncer) Status() any {
 		Checkpoint: s.prog.checkpoint, CheckpointGTID: s.prog.checkpointGTID,
 		SafeMode: s.prog.safeMode, Warnings: append([]string(nil), s.prog.warnings...),
 		StuckOn: s.prog.stuckOn,
+	}
+	if w := s.shardWarningLocked(); w != "" {
+		st.Warnings = append(st.Warnings, w)
 	}
 	if !s.prog.eventTime.IsZero() {
 		st.LagSeconds = max(0, time.Since(s.prog.eventTime).Seconds())
