@@ -41,6 +41,11 @@ const (
 	// shardIDStep separates the shards' ids: shard k owns
 	// [k*shardIDStep, (k+1)*shardIDStep).
 	shardIDStep = 1_000_000
+	// shardProbeID and shardMarkerID are ids (of each shard) outside what
+	// the writers touch, range updates included: the probe row written
+	// when the task starts, the marker rows of checkHeldAndFree.
+	shardProbeID  = shardKeySpace + 100
+	shardMarkerID = shardKeySpace + 101
 )
 
 // shardSources are the sources' ids; source i is served by worker w(i+1).
@@ -210,7 +215,15 @@ loaders:
 `, shardTask, mode, shardMode, e.tgt.Port(), instances.String(), shardDB, shardDB, shardDB)))
 	started := time.Now()
 	e.waitSyncing(60 * time.Second)
-	t.Logf("both subtasks sync %s after the task start (mode %s)", time.Since(started).Round(time.Millisecond), mode)
+	// A subtask shows unit Sync while its precheck still runs; a row of
+	// every shard on the target proves the sync units read the binlog
+	// (and that the precheck saw the shards as created, before any test
+	// changes them).
+	for _, s := range e.shards {
+		e.exec(s, fmt.Sprintf("INSERT INTO %s (id, k, v, n) VALUES (%d, %d, 'probe', 0)", s.name(), s.id(shardProbeID), s.k))
+	}
+	e.waitMerged(60*time.Second, nil, shardColumns(false))
+	t.Logf("both subtasks replicate %s after the task start (mode %s)", time.Since(started).Round(time.Millisecond), mode)
 	return e
 }
 
