@@ -333,6 +333,12 @@ func (e *shardEnv) lock(id string) (shardddl.LockInfo, bool) {
 func (e *shardEnv) waitLock(id string, d time.Duration, what string, cond func(shardddl.LockInfo) bool) shardddl.LockInfo {
 	e.t.Helper()
 	var got shardddl.LockInfo
+	start := time.Now()
+	defer func() {
+		if took := time.Since(start); took > 5*time.Second {
+			e.t.Logf("lock %s: %s took %s", id, what, took.Round(time.Millisecond))
+		}
+	}()
 	testutil.Eventually(e.t, d, "lock "+id+": "+what, func() error {
 		l, ok := e.lock(id)
 		if !ok {
