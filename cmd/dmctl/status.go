@@ -37,6 +37,39 @@ type subTaskStatus struct {
 	Unit     string          `json:"unit"`
 	Errors   []statusError   `json:"errors"`
 	Progress json.RawMessage `json:"progress"`
+	ShardDDL *shardDDLStatus `json:"shard-ddl,omitempty"`
+}
+
+// shardDDLStatus is the "shard-ddl" object of a subtask of a sharding task.
+type shardDDLStatus struct {
+	Lock       string   `json:"lock"`
+	State      string   `json:"state"`
+	DDLs       []string `json:"ddls"`
+	WaitingFor []struct {
+		Source string `json:"source"`
+		Table  string `json:"table"`
+	} `json:"waiting-for"`
+	Conflict string `json:"conflict"`
+}
+
+// line is the one-line summary of the lock in task status.
+func (s *shardDDLStatus) line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shard-ddl: lock %s %s", s.Lock, s.State)
+	if len(s.DDLs) > 0 {
+		fmt.Fprintf(&b, "  ddls %s", strings.Join(s.DDLs, "; "))
+	}
+	if len(s.WaitingFor) > 0 {
+		ms := make([]string, len(s.WaitingFor))
+		for i, m := range s.WaitingFor {
+			ms[i] = m.Source + " " + m.Table
+		}
+		fmt.Fprintf(&b, "  waiting for %s", strings.Join(ms, ", "))
+	}
+	if s.Conflict != "" {
+		fmt.Fprintf(&b, "  conflict: %s", s.Conflict)
+	}
+	return b.String()
 }
 
 // statusError is an error entry of a status document.
@@ -304,6 +337,9 @@ func printTaskStatus(w io.Writer, doc *taskStatusJSON) error {
 			fmt.Fprintf(&b, "  stage %s  unit %s\n", dash(sub.Stage), dash(sub.Unit))
 			if line := chunkProgress(sub.Progress); line != "" {
 				fmt.Fprintf(&b, "  %s\n", line)
+			}
+			if sub.ShardDDL != nil {
+				fmt.Fprintf(&b, "  %s\n", sub.ShardDDL.line())
 			}
 			if len(sub.Progress) > 0 && string(sub.Progress) != "null" {
 				fmt.Fprintf(&b, "  progress: %s\n", compactJSON(sub.Progress))

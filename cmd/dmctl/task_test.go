@@ -181,7 +181,9 @@ const statusW1 = `{"worker":"w1","addr":"127.0.0.1:8262","source":"mysql-01",
  "subtasks":[
   {"name":"other","stage":"Running","unit":"Load","errors":[],"progress":{}},
   {"name":"task1","stage":"Paused","unit":"Sync","errors":[{"code":"sync-apply","message":"connection refused","resumable":true,"time":"2026-01-02T15:04:05Z"}],
-   "progress":{"rows":42,"binlog":"mariadb-bin.000003:1234","lag-seconds":0}}],
+   "progress":{"rows":42,"binlog":"mariadb-bin.000003:1234","lag-seconds":0},
+   "shard-ddl":{"lock":"task1-`+"`m`.`t`"+`","state":"waiting","ddls":["ALTER TABLE `+"`m`.`t`"+` ADD COLUMN `+"`c`"+` INT"],
+    "waiting-for":[{"source":"mysql-02","table":"`+"`s2`.`t_1`"+`"}]}}],
  "streams":[],
  "errors":[{"task":"task1","code":"stage-without-config","message":"something about task1","resumable":false,"time":"2026-01-02T15:04:05Z"},
            {"task":"other","code":"x","message":"not ours","resumable":false,"time":"2026-01-02T15:04:05Z"}]}`
@@ -227,7 +229,8 @@ func TestTaskStatus(t *testing.T) {
 	text := h.ok("task", "status", "task1").stdout
 	for _, want := range []string{"source mysql-01", "worker w1", "stage Paused", "unit Sync", `"rows":42`,
 		"error [sync-apply] connection refused (resumable)", "error [stage-without-config] something about task1",
-		"source mysql-02", "worker w2 reports no subtask task1"} {
+		"source mysql-02", "worker w2 reports no subtask task1",
+		"shard-ddl: lock task1-`m`.`t` waiting  ddls ALTER TABLE `m`.`t` ADD COLUMN `c` INT  waiting for mysql-02 `s2`.`t_1`"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status text lacks %q:\n%s", want, text)
 		}

@@ -304,8 +304,12 @@ func (sr *shardRun) skipRows(t tableName) bool {
 	if sr.window == nil {
 		return false
 	}
-	_, in := sr.window.tables[t]
-	return !in
+	// A released table's changes before its own DDL were applied by the
+	// first pass (the window may start earlier, at another released
+	// table's DDL): replaying them would repeat the rows of a table
+	// without a key.
+	at, in := sr.window.tables[t]
+	return !in || sr.r.tr.Cur.Compare(at) <= 0
 }
 
 // resyncing reports whether t's changes are re-synced now (safe mode).
