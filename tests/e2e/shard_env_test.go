@@ -578,13 +578,33 @@ func (e *shardEnv) targetAlters(table string) (stmts, lines []string) {
 // expressions, case-insensitive) and no other ALTER TABLE.
 func (e *shardEnv) checkAltersOnce(table string, want ...string) {
 	e.t.Helper()
+	counts := make([]alterCount, len(want))
+	for i, w := range want {
+		counts[i] = alterCount{re: w, min: 1, max: 1}
+	}
+	e.checkAlters(table, counts...)
+}
+
+// alterCount is how many ALTER TABLE statements matching re (a regular
+// expression, case-insensitive) the target may have run.
+type alterCount struct {
+	re       string
+	min, max int
+}
+
+// checkAlters requires the target's general log to hold, for
+// shardDB.table, between min and max ALTER TABLE statements matching each
+// of want (a statement counts for the first it matches) and no other ALTER
+// TABLE.
+func (e *shardEnv) checkAlters(table string, want ...alterCount) {
+	e.t.Helper()
 	alters, lines := e.targetAlters(table)
 	counts := make([]int, len(want))
 	var other []string
 	for _, a := range alters {
 		matched := false
 		for i, w := range want {
-			if regexp.MustCompile("(?i)" + w).MatchString(a) {
+			if regexp.MustCompile("(?i)" + w.re).MatchString(a) {
 				counts[i]++
 				matched = true
 				break
@@ -596,9 +616,13 @@ func (e *shardEnv) checkAltersOnce(table string, want ...string) {
 	}
 	bad := len(other) > 0
 	for i, w := range want {
-		if counts[i] != 1 {
+		if counts[i] < w.min || counts[i] > w.max {
 			bad = true
-			e.t.Errorf("the target ran the DDL matching %q on %s.%s %d times, want exactly once", w, shardDB, table, counts[i])
+			if w.min == w.max {
+				e.t.Errorf("the target ran the DDL matching %q on %s.%s %d times, want exactly %d", w.re, shardDB, table, counts[i], w.min)
+			} else {
+				e.t.Errorf("the target ran the DDL matching %q on %s.%s %d times, want %d to %d", w.re, shardDB, table, counts[i], w.min, w.max)
+			}
 		}
 	}
 	if len(other) > 0 {
