@@ -2,6 +2,9 @@ package syncer
 
 import (
 	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +22,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit"
+	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // Pessimistic shard DDL (DESIGN.md §5, docs/design.md "Shard DDL in the
@@ -555,7 +559,25 @@ func (sr *shardRun) act(ctx context.Context, d *ddlApplier, h *heldTable, st sha
 			}
 		}
 		sr.setState(h, "executing")
-		for _, ddl := range h.ddls {
+		first := 0
+		if pending {
+			n, err := sr.ranUpTo(ctx, h, st.Seq)
+			if err != nil {
+				return false, err
+			}
+			if n > 0 {
+				sr.logger.Info("shard DDL: the restarted owner finds statements of its lock already on the target",
+					zap.String("lock", st.ID), zap.Int("ran", n), zap.Int("of", len(h.ddls)))
+			}
+			first = n
+		}
+		for i, ddl := range h.ddls {
+			if i < first {
+				continue
+			}
+			if err := sr.recordRun(ctx, h, st.Seq, i); err != nil {
+				return false, err
+			}
 			if err := d.exec(ctx, ddl); err != nil {
 				// After Begin a replay may find the change made: a restart
 				// between the DDL and Done.
@@ -830,4 +852,64 @@ func (sr *shardRun) wakeups() <-chan struct{} {
 		return nil
 	}
 	return sr.wake
+}
+
+// targetHash is a hash of SHOW CREATE TABLE of h's target table.
+func (sr *shardRun) targetHash(ctx context.Context, h *heldTable) (string, error) {
+	var name, create string
+	q := "SHOW CREATE TABLE " + sqlschema.QuoteTable(h.target.Schema, h.target.Table)
+	if err := sr.r.s.target.QueryRowContext(ctx, q).Scan(&name, &create); err != nil {
+		return "", errs.Wrap(err, CodeShardDDL, "sync: read the merged table %s before its shard DDL", h.target)
+	}
+	sum := sha256.Sum256([]byte(create))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// recordRun records, before the owner runs statement stmt of its lock at
+// seq, what the target table looked like: a restarted owner compares.
+func (sr *shardRun) recordRun(ctx context.Context, h *heldTable, seq int64, stmt int) error {
+	hash, err := sr.targetHash(ctx, h)
+	if err != nil {
+		return err
+	}
+	st := sr.r.s.store
+	_, err = st.db.ExecContext(ctx, "REPLACE INTO "+st.table(syncmeta.ShardDDLTable)+
+		" (task, source, target_schema, target_table, owner_table, seq, stmt, before_hash) VALUES (?,?,?,?,?,?,?,?)",
+		st.task, st.source, h.target.Schema, h.target.Table, h.source.String(), seq, stmt, hash)
+	if err != nil {
+		return errs.Wrap(err, CodeCheckpoint, "sync: record the shard DDL about to run on %s", h.target)
+	}
+	return nil
+}
+
+// ranUpTo is how many statements of the lock at seq a previous run of
+// this owner ran on the target: the record names the statement it was
+// about to run and the table before it; a table that changed since means
+// that statement ran. A statement that changes nothing SHOW CREATE TABLE
+// shows (ENGINE=InnoDB on an InnoDB table) counts as not run and runs
+// again, which such statements bear.
+func (sr *shardRun) ranUpTo(ctx context.Context, h *heldTable, seq int64) (int, error) {
+	st := sr.r.s.store
+	var recSeq int64
+	var stmt int
+	var owner, before string
+	err := st.db.QueryRowContext(ctx, "SELECT owner_table, seq, stmt, before_hash FROM "+st.table(syncmeta.ShardDDLTable)+
+		" WHERE task = ? AND source = ? AND target_schema = ? AND target_table = ?",
+		st.task, st.source, h.target.Schema, h.target.Table).Scan(&owner, &recSeq, &stmt, &before)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, errs.Wrap(err, CodeCheckpoint, "sync: read the record of the shard DDL on %s", h.target)
+	case recSeq != seq || owner != h.source.String():
+		return 0, nil // recorded for another lock: none of this one's ran
+	}
+	now, err := sr.targetHash(ctx, h)
+	if err != nil {
+		return 0, err
+	}
+	if now == before {
+		return stmt, nil
+	}
+	return stmt + 1, nil
 }
