@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -22,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/dmworker/dm-worker/ha"
@@ -163,10 +161,7 @@ func newShardSetup(t *testing.T, n int, size int64) *shardSetup {
 }
 
 // shardTxn is one statement of a backlog transaction.
-type shardTxn struct {
-	q    string
-	args []any
-}
+type shardTxn = benchStmt
 
 // writeBacklog runs sysbench-like transactions on random shards from shardWriters connections
 // until at least rows row changes are committed, then reads what the checks need. Three in four
@@ -245,34 +240,11 @@ func (st *shardSetup) backlogTxn(rng *rand.Rand, s *shardTable) []shardTxn {
 // shardExec runs one transaction and returns the row changes it committed; deadlocks and lock
 // wait timeouts are retried.
 func shardExec(ctx context.Context, db *sql.DB, s *shardTable, txn []shardTxn) (int64, error) {
-	for attempt := 0; ; attempt++ {
-		n, err := func() (int64, error) {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return 0, err
-			}
-			var n int64
-			for _, st := range txn {
-				res, err := tx.ExecContext(ctx, st.q, st.args...)
-				if err != nil {
-					return 0, errors.Join(err, tx.Rollback())
-				}
-				affected, err := res.RowsAffected()
-				if err != nil {
-					return 0, errors.Join(err, tx.Rollback())
-				}
-				n += affected
-			}
-			return n, tx.Commit()
-		}()
-		if err == nil {
-			return n, nil
-		}
-		var myErr *mysql.MySQLError
-		if !errors.As(err, &myErr) || (myErr.Number != 1213 && myErr.Number != 1205) || attempt >= 20 {
-			return 0, fmt.Errorf("backlog transaction on %s: %w", s.name(), err)
-		}
+	n, err := execRetry(ctx, db, txn, 20)
+	if err != nil {
+		return 0, fmt.Errorf("backlog transaction on %s: %w", s.name(), err)
 	}
+	return n, nil
 }
 
 // shardAggregate is an order-independent digest of the rows of table whose id lies in
