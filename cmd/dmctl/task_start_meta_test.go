@@ -214,6 +214,7 @@ func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid) VALUES (?, ?, 'mariadb-bin.000001', 4, '')", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_safe_point (task, source, worker, binlog_name, binlog_pos) VALUES (?, ?, 0, 'mariadb-bin.000001', 4)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_table_point (task, source, source_schema, source_table, binlog_name, binlog_pos, row_index) VALUES (?, ?, 'shop', 'nokey', 'mariadb-bin.000001', 4, 0)", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_shard_ddl (task, source, target_schema, target_table, owner_table, seq, stmt, before_hash) VALUES (?, ?, 'm', 't', '`shop`.`t`', 1, 0, REPEAT('0', 64))", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_checkpoint (task, source, dump_id, chunk_file, table_schema, table_name, row_count, byte_count) VALUES (?, ?, 'd1', 't00000.000000.tsv', 'shop', 't', 1, 2)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_status (task, source, dump_id, finished) VALUES (?, ?, 'd1', 1)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.validator_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid, rows_checked) VALUES (?, ?, 'mariadb-bin.000001', 4, '', 7)", task, s)
@@ -253,6 +254,7 @@ func TestTaskStartRemoveMeta(t *testing.T) {
 	for _, w := range []string{"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_checkpoint`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_safe_point`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_table_point`",
+		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`syncer_shard_ddl`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_checkpoint`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`load_status`",
 		"deleted 2 row(s) of task tr (sources mysql-01, mysql-02) from `dm_meta`.`validator_checkpoint`",
