@@ -143,8 +143,10 @@ deps:
 
 ## bench: relay vs mariadb-binlog --raw, sync vs native replication (1 and 4 threads), stream,
 ## full-data dump + load (task-mode full vs mariadb-dump | mariadb and mydumper + myloader, 1M
-## sysbench rows), stage-to-action latency; results in tests/bench/results.tsv and
-## docs/benchmarks.md (BENCH_RELAY_MB, BENCH_SYNC_ROWS, BENCH_FULL_ROWS)
+## sysbench rows), shard merge (8 shards caught up into one table with shard-mode pessimistic vs
+## into 8 tables; shard DDL lock latency over 20 locks), stage-to-action latency; results in
+## tests/bench/results.tsv and docs/benchmarks.md (BENCH_RELAY_MB, BENCH_SYNC_ROWS, BENCH_FULL_ROWS,
+## BENCH_SHARD_ROWS)
 bench:
 	bash scripts/install-deps.sh --bench
 	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./tests/bench

@@ -21,7 +21,7 @@ func (c *SubTaskConfig) Clone() *SubTaskConfig {
 	r := *c
 	r.TargetDatabase = c.TargetDatabase.clone()
 	r.BAList = c.BAList.clone()
-	r.RouteRules = slices.Clone(c.RouteRules)
+	r.RouteRules = cloneRoutes(c.RouteRules)
 	r.FilterRules = cloneFilters(c.FilterRules)
 	r.Loader.CleanupDumpFile = clonePtr(c.Loader.CleanupDumpFile)
 	r.Notes = c.Notes.clone()
@@ -48,7 +48,7 @@ func (c *TaskConfig) Clone() *TaskConfig {
 		}
 	}
 	r.BAList = cloneMap(c.BAList, BAList.clone)
-	r.Routes = maps.Clone(c.Routes)
+	r.Routes = cloneMap(c.Routes, RouteRule.clone)
 	r.CleanDumpFile = clonePtr(c.CleanDumpFile)
 	r.Filters = cloneMap(c.Filters, FilterRule.clone)
 	r.Syncers = maps.Clone(c.Syncers)
@@ -85,6 +85,17 @@ func (r FilterRule) clone() FilterRule {
 	r.Events = slices.Clone(r.Events)
 	r.SQLPattern = slices.Clone(r.SQLPattern)
 	return r
+}
+
+func cloneRoutes(rules []RouteRule) []RouteRule {
+	if rules == nil {
+		return nil
+	}
+	out := make([]RouteRule, len(rules))
+	for i, r := range rules {
+		out[i] = r.clone()
+	}
+	return out
 }
 
 func cloneFilters(rules []FilterRule) []FilterRule {

@@ -42,15 +42,6 @@ type shardingException struct {
 }
 
 var shardingExceptions = map[string]shardingException{
-	// Route extractors: expected to load once extend-column is built
-	// (issue 25, "extend-column"); until then refused by name.
-	"sequence_safe_mode-conf-dm-task.yaml": {
-		fields: []string{
-			"routes.sharding-route-rules-table.extract-source",
-			"routes.sharding-route-rules-table.extract-table",
-		},
-		why: "route extract-table/extract-source: extend-column is not built yet",
-	},
 	// Invalid in DM itself.
 	"dmctl_basic-conf-dm-task7.yaml": {
 		fields: []string{"mysql-instances[0].meta", "mysql-instances[1].meta"},

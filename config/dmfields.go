@@ -104,12 +104,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"max-pending-row-size":  ignored,
 		"max-pending-row-count": ignored,
 	},
-	reflect.TypeFor[RouteRule](): {
-		// Extractors add columns holding the source, schema or table name.
-		"extract-table":  extractor,
-		"extract-schema": extractor,
-		"extract-source": extractor,
-	},
 	reflect.TypeFor[SourceConfig](): {
 		// enable: false stops every task of the source in DM.
 		"enable": {action: refuseIf, refuse: isFalse,
@@ -132,8 +126,6 @@ var (
 	ignored    = fieldRule{action: ignore}
 	inlineCert = fieldRule{action: refuseIf, refuse: nonEmpty, secret: true,
 		why: "inline certificates are not supported; write the PEM into a file and name it in ssl-ca, ssl-cert or ssl-key"}
-	extractor = fieldRule{action: refuseIf, refuse: nonEmpty,
-		why: "extract-table/extract-schema/extract-source (adding source-name columns) are not supported; remove the extractor"}
 )
 
 // nonEmpty reports whether a decoded JSON value asks for something: a

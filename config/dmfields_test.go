@@ -68,7 +68,6 @@ func TestDMFieldRefusals(t *testing.T) {
 		{"remove-meta: true\n", "remove-meta"},
 		{"column-mappings: {m: {}}\n", "column-mappings"},
 		{"mydumpers: {m: {where: 'id > 3'}}\n", "mydumpers.m.where"},
-		{"routes: {r: {schema-pattern: a, target-schema: b, extract-table: {target-column: c}}}\n", "routes.r.extract-table"},
 		{"target-database: {host: h, security: {ssl-ca-base64: c2VjcmV0}}\n", "target-database.security.ssl-ca-base64"},
 	}
 	for _, tt := range tests {

@@ -93,6 +93,27 @@ func (r *RouteRule) validate(p *problems, path string) {
 	if r.TargetTable != "" && r.TablePattern == "" {
 		p.add(join(path, "table-pattern"), r.TablePattern, "must not be empty when target-table is set")
 	}
+	seen := map[string]string{}
+	for _, e := range r.Extractors() {
+		at := join(path, e.Field)
+		col := strings.TrimSpace(e.TargetColumn)
+		switch {
+		case col == "":
+			p.add(join(at, "target-column"), e.TargetColumn, "must name the target table's column that gets the extracted value")
+		case col != e.TargetColumn || len(col) > 64 || strings.ContainsAny(col, "`\x00"):
+			p.add(join(at, "target-column"), e.TargetColumn, "must be a column name: at most 64 characters, no backtick, NUL or surrounding spaces")
+		default:
+			if other, dup := seen[strings.ToLower(col)]; dup {
+				p.add(join(at, "target-column"), e.TargetColumn, "collides with "+join(path, other)+".target-column: every extractor of a rule needs a column of its own")
+			}
+			seen[strings.ToLower(col)] = e.Field
+		}
+		if strings.HasPrefix(e.Regexp, "~") {
+			p.add(join(at, e.RegexpField), e.Regexp, "is a regular expression already: remove the leading ~ (as in DM)")
+		} else if _, err := regexp.Compile(e.Regexp); err != nil {
+			p.add(join(at, e.RegexpField), e.Regexp, "must be a Go regular expression: "+err.Error())
+		}
+	}
 }
 
 // validate checks one filter rule.

@@ -24,11 +24,72 @@ type BAList struct {
 }
 
 // RouteRule renames matching tables (or merges many into one) on the target.
+// The extractors (DM's extend-column) add columns to the target table that
+// hold a part of the source table's, schema's or source's name, so rows of
+// merged shards whose keys collide stay apart; see docs/design.md
+// "Extend columns".
 type RouteRule struct {
-	SchemaPattern string `json:"schema-pattern"`
-	TablePattern  string `json:"table-pattern"`
-	TargetSchema  string `json:"target-schema"`
-	TargetTable   string `json:"target-table"`
+	SchemaPattern   string           `json:"schema-pattern"`
+	TablePattern    string           `json:"table-pattern"`
+	TargetSchema    string           `json:"target-schema"`
+	TargetTable     string           `json:"target-table"`
+	TableExtractor  *TableExtractor  `json:"extract-table,omitempty"`
+	SchemaExtractor *SchemaExtractor `json:"extract-schema,omitempty"`
+	SourceExtractor *SourceExtractor `json:"extract-source,omitempty"`
+}
+
+// TableExtractor fills TargetColumn with the submatches of TableRegexp in
+// the source table's name, concatenated ("" when it does not match).
+type TableExtractor struct {
+	TargetColumn string `json:"target-column"`
+	TableRegexp  string `json:"table-regexp"`
+}
+
+// SchemaExtractor fills TargetColumn with the submatches of SchemaRegexp in
+// the source schema's name, concatenated.
+type SchemaExtractor struct {
+	TargetColumn string `json:"target-column"`
+	SchemaRegexp string `json:"schema-regexp"`
+}
+
+// SourceExtractor fills TargetColumn with the submatches of SourceRegexp in
+// the source id, concatenated.
+type SourceExtractor struct {
+	TargetColumn string `json:"target-column"`
+	SourceRegexp string `json:"source-regexp"`
+}
+
+// Extractor is one extractor of a route rule, whichever kind.
+type Extractor struct {
+	// Field is the rule's field: extract-table, extract-schema or
+	// extract-source; RegexpField the regexp's field inside it.
+	Field, RegexpField string
+	TargetColumn       string
+	Regexp             string
+}
+
+// Extractors returns the rule's extractors in DM's order: table, schema,
+// source (the order of the extend columns' values).
+func (r *RouteRule) Extractors() []Extractor {
+	var out []Extractor
+	if e := r.TableExtractor; e != nil {
+		out = append(out, Extractor{Field: "extract-table", RegexpField: "table-regexp", TargetColumn: e.TargetColumn, Regexp: e.TableRegexp})
+	}
+	if e := r.SchemaExtractor; e != nil {
+		out = append(out, Extractor{Field: "extract-schema", RegexpField: "schema-regexp", TargetColumn: e.TargetColumn, Regexp: e.SchemaRegexp})
+	}
+	if e := r.SourceExtractor; e != nil {
+		out = append(out, Extractor{Field: "extract-source", RegexpField: "source-regexp", TargetColumn: e.TargetColumn, Regexp: e.SourceRegexp})
+	}
+	return out
+}
+
+// clone copies the rule and its extractors.
+func (r RouteRule) clone() RouteRule {
+	r.TableExtractor = clonePtr(r.TableExtractor)
+	r.SchemaExtractor = clonePtr(r.SchemaExtractor)
+	r.SourceExtractor = clonePtr(r.SourceExtractor)
+	return r
 }
 
 // FilterRule ignores (or explicitly does) binlog events of matching tables by

@@ -200,7 +200,7 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 			st.BAList = c.BAList[inst.BAListName].clone()
 		}
 		for _, name := range inst.RouteRules {
-			st.RouteRules = append(st.RouteRules, c.Routes[name])
+			st.RouteRules = append(st.RouteRules, c.Routes[name].clone())
 		}
 		for _, name := range inst.FilterRules {
 			r := c.Filters[name].clone()

@@ -105,11 +105,11 @@ func TestSchemaCache(t *testing.T) {
 	types := table("app", "types")
 	want := []sqlschema.Column{
 		{Name: "e", Ordinal: 1, DataType: "enum", ColumnType: `enum('a','b''c','d,e','x\\y')`, Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4"},
-		{Name: "s", Ordinal: 2, DataType: "set", ColumnType: "set('x','y z','日本')", Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4"},
-		{Name: "dt", Ordinal: 3, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6},
-		{Name: "de", Ordinal: 4, DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3},
-		{Name: "bn", Ordinal: 5, DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4},
-		{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1"},
+		{Name: "s", Ordinal: 2, DataType: "set", ColumnType: "set('x','y z','日本')", Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4", HasDefault: true, Default: "NULL"},
+		{Name: "dt", Ordinal: 3, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6, HasDefault: true, Default: "NULL"},
+		{Name: "de", Ordinal: 4, DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3, HasDefault: true, Default: "NULL"},
+		{Name: "bn", Ordinal: 5, DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4, HasDefault: true, Default: "NULL"},
+		{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1", HasDefault: true, Default: "NULL"},
 	}
 	if !reflect.DeepEqual(types.Columns, want) {
 		t.Errorf("app.types columns\n got %+v\nwant %+v", types.Columns, want)

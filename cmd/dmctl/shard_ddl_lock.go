@@ -14,8 +14,9 @@ import (
 	"github.com/dmworker/dm-worker/ha/shardddl"
 )
 
-// shardDDLLockCommands list and unlock the pessimistic shard DDL locks that
-// the workers coordinate under P/shardddl/ (package ha/shardddl).
+// shardDDLLockCommands list and unlock the shard DDL locks, pessimistic and
+// optimistic, that the workers coordinate under P/shardddl/ (package
+// ha/shardddl).
 func shardDDLLockCommands() []command {
 	return []command{{
 		name:  "shard-ddl-lock",

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/ha/shardddl"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // Lock ids of shardLocks.
@@ -377,5 +378,73 @@ func TestLookupLongestName(t *testing.T) {
 		if cmd == nil || cmd.name != c.cmd || !slices.Equal(rest, c.restArgs) {
 			t.Errorf("%q: %v %q", c.args, cmd, rest)
 		}
+	}
+}
+
+// optModel is a table schema (id INT NOT NULL, a of type aType) as a
+// worker's schema tracker would report it.
+func optModel(t *testing.T, aDataType, aType, charset string) *sqlschema.Table {
+	t.Helper()
+	id, err := sqlschema.NewColumn("id", "int", "int(11)", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := sqlschema.NewColumn("a", aDataType, aType, charset, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetDefault("NULL", true)
+	return &sqlschema.Table{Schema: "db", Name: "t", Columns: []sqlschema.Column{id, a}}
+}
+
+// An optimistic lock is listed with mode optimistic, its conflict and its
+// members; unlock has nothing to decide on it but --force-remove drops the
+// conflicting DDL.
+func TestShardDDLLockOptimistic(t *testing.T) {
+	h := newHarness(t)
+	const lock = "task3-`shard`.`events`"
+	const modify = "ALTER TABLE `shard`.`events` MODIFY COLUMN `a` VARCHAR(10)"
+	events := shardTable("shard", "events")
+	w1, w2 := h.shardWorker("task3", "mysql-01"), h.shardWorker("task3", "mysql-02")
+	for _, w := range []*shardWorker{w1, w2} {
+		src := "db1"
+		if w == w2 {
+			src = "db2"
+		}
+		if _, err := w.c.ShareOptimistic(h.ctx(), events, map[shardddl.Table]*sqlschema.Table{
+			shardTable(src, "events"): optModel(t, "int", "int(11)", "")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.lockList("task3"); len(got) != 0 {
+		t.Fatalf("tables that agree: locks %v", ids(got))
+	}
+	st, err := w1.c.ReportOptimistic(h.ctx(), shardddl.OptReport{Target: events, Table: shardTable("db1", "events"),
+		DDLs: []string{modify}, Before: optModel(t, "int", "int(11)", ""), After: optModel(t, "varchar", "varchar(10)", "utf8mb4"),
+		Location: shardddl.Location{Name: "mariadb-bin.000001", Pos: 100}})
+	if err != nil || st.Role != shardddl.RoleConflict || !st.Wait {
+		t.Fatalf("conflicting report: %+v, %v", st, err)
+	}
+	l := h.lockList("task3")
+	if len(l) != 1 || l[0].ID != lock || l[0].Mode != shardddl.ModeOptimistic || l[0].State != shardddl.LockConflict ||
+		l[0].Owner != "" || !slices.Equal(l[0].DDLs, []string{modify}) || members(l[0].Synced) != "mysql-02 `db2`.`events`" ||
+		members(l[0].Unsynced) != "mysql-01 `db1`.`events`" || !strings.Contains(l[0].Conflict, "no common widening ladder") {
+		t.Fatalf("optimistic lock listed as %+v", l)
+	}
+	text := h.ok("shard-ddl-lock", "task3").stdout
+	for _, w := range []string{lock, "optimistic", "conflict", modify, "conflict: lock " + lock + ": mysql-01 `db1`.`events` reached"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("table lacks %q:\n%s", w, text)
+		}
+	}
+	h.fail([]string{"shard-ddl-lock", "unlock", lock}, "an optimistic lock has nothing to decide", "task handle-error", "--force-remove")
+	var res shardDDLUnlockJSON
+	h.runJSON(&res, "shard-ddl-lock", "unlock", lock, "--force-remove")
+	if !res.ForceRemove || res.Lock != nil {
+		t.Errorf("force-remove: %+v", res)
+	}
+	st, err = w1.c.StateOptimistic(h.ctx(), events, shardTable("db1", "events"))
+	if err != nil || st.Role != shardddl.RoleResolved || st.Resolved != shardddl.OptForceRemoved {
+		t.Fatalf("after --force-remove: %+v, %v", st, err)
 	}
 }

@@ -99,10 +99,15 @@ func printUnlock(w io.Writer, res *shardDDLUnlockJSON) error {
 	var b strings.Builder
 	l := res.Lock
 	switch {
+	case res.ForceRemove && l != nil && l.Mode == shardddl.ModeOptimistic:
+		fmt.Fprintf(&b, "lock %s force-removed: its conflicting and undecided DDLs are dropped (their tables skip them) "+
+			"and an outstanding target change is taken as done; the tables still differ (%s)\n", res.ID, l.State)
 	case res.ForceRemove:
 		fmt.Fprintf(&b, "lock %s force-removed: nobody runs its DDLs; every member that had not acknowledged skips them when it reaches them\n", res.ID)
 	case l == nil:
 		fmt.Fprintf(&b, "lock %s unlocked; it is already resolved (every member acknowledged)\n", res.ID)
+	case l.Mode == shardddl.ModeOptimistic:
+		fmt.Fprintf(&b, "lock %s unlocked (%s): source %s runs the target change %s\n", res.ID, l.State, l.Owner, strings.Join(l.DDLs, "; "))
 	default:
 		fmt.Fprintf(&b, "lock %s unlocked (%s): source %s runs %s; the other synced members skip them after it\n",
 			res.ID, l.State, l.Owner, strings.Join(l.DDLs, "; "))

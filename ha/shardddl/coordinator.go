@@ -182,7 +182,7 @@ func (c *Coordinator) PutShare(ctx context.Context, target Table, tables []Table
 	for more := true; more; {
 		err := step(ctx, c.cli, c.keys, c.task, target, "put the share of source "+c.source, func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
 			var ops []clientv3.Op
-			ops, more = c.shareOps(g, tables)
+			ops, more, _ = c.shareOps(g, tables)
 			return g.guards(), ops, nil
 		})
 		if err != nil {
@@ -195,11 +195,11 @@ func (c *Coordinator) PutShare(ctx context.Context, target Table, tables []Table
 
 // shareOps are the operations that make the share of g be tables; more is
 // true when only part of the removed tables fit in one transaction (the
-// share written then still holds the others).
-func (c *Coordinator) shareOps(g *group, tables []Table) (ops []clientv3.Op, more bool) {
+// share written then still holds the others); gone are the members these
+// operations remove.
+func (c *Coordinator) shareOps(g *group, tables []Table) (ops []clientv3.Op, more bool, gone []Member) {
 	key := c.keys.share(c.task, g.target, c.source)
 	old, had := g.shares[c.source]
-	var gone []Member
 	for _, m := range g.sortedInfoMembers() {
 		if m.Source == c.source && !slices.Contains(tables, m.Table) {
 			gone = append(gone, m)
@@ -236,13 +236,13 @@ func (c *Coordinator) shareOps(g *group, tables []Table) (ops []clientv3.Op, mor
 	}
 	ops = append(ops, c.dropFromLock(g, gone)...)
 	if len(ops) == 0 || (len(write) == 0 && !had && len(gone) == 0) {
-		return nil, more
+		return nil, more, gone
 	}
 	if len(gone) > 0 {
 		c.lg.Info("tables leave the sharding group", zap.String("lock", LockID(c.task, g.target)),
 			zap.Stringers("tables", gone))
 	}
-	return append(ops, g.bumpVersion("put share")), more
+	return append(ops, g.bumpVersion("put share")), more, gone
 }
 
 // dropFromLock acknowledges gone members of the decided lock as dropped
@@ -332,6 +332,10 @@ func (c *Coordinator) Report(ctx context.Context, r Report) (LockState, error) {
 }
 
 func (c *Coordinator) reportTxn(g *group, m Member, r Report) ([]clientv3.Cmp, []clientv3.Op, error) {
+	if g.optimistic() {
+		return nil, nil, fmt.Errorf("%w: lock %s is coordinated in optimistic mode (opt/ keys); a task has one shard-mode",
+			ErrMixedModes, LockID(c.task, r.Target))
+	}
 	if !g.isMember(m) {
 		return nil, nil, fmt.Errorf("%w: %s is not in the share of source %s of lock %s; PutShare first",
 			ErrNotMember, m, c.source, LockID(c.task, r.Target))

@@ -23,6 +23,10 @@ type group struct {
 	unlock *unlockKV
 	// version is the mod revision of the version key (0: absent).
 	version int64
+	// Optimistic mode's keys (optimistic_types.go).
+	optTables map[Member]optTableKV
+	optJoined *optJoinedKV
+	optExec   *optExecKV
 }
 
 type unlockKV struct {
@@ -67,7 +71,7 @@ func readGroup(ctx context.Context, cli *clientv3.Client, k keys, task string, t
 
 func newGroup(task string, target Table, prefix string, rev int64) *group {
 	return &group{task: task, target: target, prefix: prefix, rev: rev,
-		shares: map[string]shareKV{}, infos: map[Member]infoKV{}}
+		shares: map[string]shareKV{}, infos: map[Member]infoKV{}, optTables: map[Member]optTableKV{}}
 }
 
 // add decodes one key-value of the group. A value that does not decode is
@@ -115,9 +119,48 @@ func (g *group) add(k keys, kv *mvccpb.KeyValue) error {
 		g.unlock = &unlockKV{key: key, rev: kv.ModRevision, v: v}
 	case segVersion:
 		g.version = kv.ModRevision
+	case kindOptTable:
+		var v OptTableValue
+		if err := decode(key, kv.Value, &v); err != nil {
+			return err
+		}
+		if r := v.Report; r != nil && (r.After == nil || r.State == "") {
+			return malformed(key, fmt.Errorf("an optimistic report needs a schema after and a state"))
+		}
+		g.optTables[Member{Source: gk.Source, Table: gk.Table}] = optTableKV{key: key, rev: kv.ModRevision, v: v}
+	case kindOptJoined:
+		var v OptJoinedValue
+		if err := decode(key, kv.Value, &v); err != nil {
+			return err
+		}
+		if v.Model == nil || v.Version < 1 {
+			return malformed(key, fmt.Errorf("the joined schema needs a model and a version >= 1"))
+		}
+		g.optJoined = &optJoinedKV{key: key, rev: kv.ModRevision, v: v}
+	case kindOptExec:
+		var v OptExecValue
+		if err := decode(key, kv.Value, &v); err != nil {
+			return err
+		}
+		if v.From == nil || v.To == nil || len(v.DDLs) == 0 {
+			return malformed(key, fmt.Errorf("a target change needs from, to and ddls"))
+		}
+		g.optExec = &optExecKV{key: key, rev: kv.ModRevision, v: v}
 	}
 	return nil
 }
+
+// optimistic is true when the group has optimistic mode's keys.
+func (g *group) optimistic() bool {
+	return g.optJoined != nil || g.optExec != nil || len(g.optTables) > 0
+}
+
+// optTableKey, optJoinedKey and optExecKey are the group's opt/ keys.
+func (g *group) optTableKey(m Member) string {
+	return g.prefix + segOpt + "/table/" + m.Source + "/" + escape(m.Schema) + "/" + escape(m.Name)
+}
+func (g *group) optJoinedKey() string { return g.prefix + segOpt + "/joined" }
+func (g *group) optExecKey() string   { return g.prefix + segOpt + "/exec" }
 
 // decode unmarshals a JSON value; an error names the key.
 func decode(key string, value []byte, v any) error {

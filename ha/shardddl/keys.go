@@ -18,6 +18,12 @@ import (
 //	P/shardddl/{task}/{target-schema}/{target-table}/lock
 //	P/shardddl/{task}/{target-schema}/{target-table}/unlock
 //	P/shardddl/{task}/{target-schema}/{target-table}/version
+//	P/shardddl/{task}/{target-schema}/{target-table}/opt/table/{source}/{schema}/{table}
+//	P/shardddl/{task}/{target-schema}/{target-table}/opt/joined
+//	P/shardddl/{task}/{target-schema}/{target-table}/opt/exec
+//
+// The opt/ keys are optimistic mode's (optimistic_types.go); a group uses
+// either the info and lock keys or the opt/ keys, never both.
 //
 // Schema and table names are path-escaped (url.PathEscape), so a name with
 // '/' or '%' stays one segment; task and source names follow
@@ -34,6 +40,11 @@ const (
 	// the group is exactly as read (see group.guards).
 	segVersion = "version"
 	lockIDSep  = "-"
+	segOpt     = "opt"
+	// Kinds of the opt/ keys in groupKey.Kind.
+	kindOptTable  = "opt/table"
+	kindOptJoined = "opt/joined"
+	kindOptExec   = "opt/exec"
 )
 
 // keys builds and parses the keys of one cluster prefix (no trailing slash).
@@ -72,7 +83,7 @@ func (k keys) sourceInfos(task string, target Table, source string) string {
 type groupKey struct {
 	Task   string
 	Target Table
-	Kind   string // segShare, segInfo, segLock, segUnlock or segVersion
+	Kind   string // segShare, segInfo, segLock, segUnlock, segVersion or a kindOpt*
 	Source string // share and info
 	Table  Table  // info: the upstream table
 }
@@ -100,6 +111,14 @@ func (k keys) parse(key string) (groupKey, error) {
 	switch {
 	case (gk.Kind == segLock || gk.Kind == segUnlock || gk.Kind == segVersion) && len(parts) == 4:
 		return gk, nil
+	case gk.Kind == segOpt && len(parts) == 5 && (parts[4] == "joined" || parts[4] == "exec"):
+		gk.Kind = segOpt + "/" + parts[4]
+		return gk, nil
+	case gk.Kind == segOpt && len(parts) == 8 && parts[4] == "table":
+		gk.Kind, gk.Source = kindOptTable, parts[5]
+		if gk.Table, err = unescapeTable(key, parts[6], parts[7]); err != nil {
+			return groupKey{}, err
+		}
 	case gk.Kind == segShare && len(parts) == 5:
 		gk.Source = parts[4]
 	case gk.Kind == segInfo && len(parts) == 7:
@@ -108,7 +127,8 @@ func (k keys) parse(key string) (groupKey, error) {
 			return groupKey{}, err
 		}
 	default:
-		return groupKey{}, fmt.Errorf("%w: %q is not share/{source}, info/{source}/{schema}/{table}, lock, unlock or version", ErrBadKey, key)
+		return groupKey{}, fmt.Errorf("%w: %q is not share/{source}, info/{source}/{schema}/{table}, lock, unlock, version, "+
+			"opt/table/{source}/{schema}/{table}, opt/joined or opt/exec", ErrBadKey, key)
 	}
 	if err := config.ValidateName("source", gk.Source); err != nil {
 		return groupKey{}, fmt.Errorf("%w: key %s: %w", ErrBadKey, key, err)

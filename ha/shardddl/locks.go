@@ -11,7 +11,8 @@ import (
 	"github.com/dmworker/dm-worker/config"
 )
 
-// Mode of every lock this package coordinates.
+// ModePessimistic is LockInfo.Mode of a pessimistic lock (ModeOptimistic
+// of an optimistic one).
 const ModePessimistic = "pessimistic"
 
 // Lock states of LockInfo.State.
@@ -116,6 +117,9 @@ func (e *GroupErrors) Unwrap() []error { return e.Errors }
 
 // info is the listing of g; false when no lock involves the group.
 func (g *group) info() (LockInfo, bool) {
+	if g.optimistic() {
+		return g.optInfo()
+	}
 	li := LockInfo{ID: LockID(g.task, g.target), Task: g.task, Mode: ModePessimistic,
 		Target: g.target.String(), Synced: []MemberTable{}, Unsynced: []MemberTable{}}
 	if g.lock != nil {

@@ -29,17 +29,37 @@ import (
 //     member that has not acknowledged gets a skip ("force-removed"), the
 //     synced ones for the DDL they wait on, the unsynced ones for their
 //     next.
+//
+// An optimistic lock is unlocked as unlockOptimistic says.
 func Unlock(ctx context.Context, cli *clientv3.Client, prefix, lockID, owner string, forceRemove bool) error {
 	task, target, err := ParseLockID(lockID)
 	if err != nil {
 		return err
 	}
-	return step(ctx, cli, newKeys(prefix), task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
-		if g.lock != nil {
-			return unlockDecided(g, owner, forceRemove)
+	// An optimistic --force-remove of many tables is written in steps
+	// (unlockOptimistic's more); every other unlock is one.
+	var first int64 // the revision the first step read
+	for more := true; more; {
+		more = false
+		err := step(ctx, cli, newKeys(prefix), task, target, "unlock", func(g *group) ([]clientv3.Cmp, []clientv3.Op, error) {
+			if g.optimistic() {
+				cmps, ops, m, err := unlockOptimistic(g, owner, forceRemove, first)
+				if first == 0 {
+					first = g.rev
+				}
+				more = m
+				return cmps, ops, err
+			}
+			if g.lock != nil {
+				return unlockDecided(g, owner, forceRemove)
+			}
+			return unlockPending(g, owner, forceRemove)
+		})
+		if err != nil {
+			return err
 		}
-		return unlockPending(g, owner, forceRemove)
-	})
+	}
+	return nil
 }
 
 func unlockDecided(g *group, owner string, force bool) ([]clientv3.Cmp, []clientv3.Op, error) {

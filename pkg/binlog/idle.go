@@ -8,8 +8,12 @@ import (
 	"time"
 )
 
-// errIdle cancels an IdleWait's context when no event came in time.
-var errIdle = errors.New("binlog: no event within the idle tick")
+// errIdle cancels an IdleWait's context when no event came in time;
+// errWake when Wake asked for the idle work now.
+var (
+	errIdle = errors.New("binlog: no event within the idle tick")
+	errWake = errors.New("binlog: the read loop was woken for its idle work")
+)
 
 // IdleWait gives a read loop a context for waiting on the next event that
 // is cancelled once no event was read for a whole tick: one timer that
@@ -73,9 +77,26 @@ func (w *IdleWait) Next() context.Context {
 	return w.ctx
 }
 
-// Expired reports whether ctx, from Next, ended because the wait was idle.
+// Expired reports whether ctx, from Next, ended because the wait was idle
+// or woken.
 func (w *IdleWait) Expired(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), errIdle) && w.parent.Err() == nil
+	c := context.Cause(ctx)
+	return (errors.Is(c, errIdle) || errors.Is(c, errWake)) && w.parent.Err() == nil
+}
+
+// Woken reports whether ctx, from Next, ended because of Wake.
+func (w *IdleWait) Woken(ctx context.Context) bool {
+	return errors.Is(context.Cause(ctx), errWake) && w.parent.Err() == nil
+}
+
+// Wake ends the current wait now, as if it had been idle, so that the read
+// loop does its idle work at once. Safe from any goroutine; a wake while
+// the loop handles an event ends no wait (the loop is not waiting).
+func (w *IdleWait) Wake() {
+	w.mu.Lock()
+	cancel := w.cancel
+	w.mu.Unlock()
+	cancel(errWake)
 }
 
 // Stop stops the timer and releases the current context.

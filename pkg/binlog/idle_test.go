@@ -2,8 +2,11 @@ package binlog
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/go-mysql-org/go-mysql/replication"
 )
 
 func TestIdleWait(t *testing.T) {
@@ -43,5 +46,39 @@ func TestIdleWaitParentCancelled(t *testing.T) {
 	<-ctx.Done()
 	if w.Expired(ctx) {
 		t.Fatal("Expired = true for a context ended by its parent")
+	}
+}
+
+// TestReadLoopWake: a wake ends the wait for an event at once (the idle
+// work runs long before the tick), and wakes do not count as silence.
+func TestReadLoopWake(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wake := make(chan struct{}, 1)
+	idles := make(chan time.Time, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- ReadLoopWake(ctx, &eventsThenSilence{}, time.Hour, 3*time.Hour, wake,
+			func(*replication.BinlogEvent) error { return nil },
+			func() error { idles <- time.Now(); return nil },
+			func(err error) error { return err })
+	}()
+	for i := range 10 {
+		sent := time.Now()
+		wake <- struct{}{}
+		select {
+		case at := <-idles:
+			if d := at.Sub(sent); d > 5*time.Second {
+				t.Fatalf("wake %d: idle work after %s", i, d)
+			}
+		case err := <-done:
+			t.Fatalf("the loop ended after wake %d: %v", i, err)
+		case <-ctx.Done():
+			t.Fatalf("wake %d: no idle work", i)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("loop ended with %v", err)
 	}
 }

@@ -165,8 +165,30 @@ var ErrSilent = errors.New("binlog: no event or heartbeat from the source; the c
 // Errors of st go through readErr, which classifies them for the caller.
 func ReadLoop(ctx context.Context, st Streamer, tick, silence time.Duration,
 	event func(*replication.BinlogEvent) error, idle func() error, readErr func(error) error) error {
+	return ReadLoopWake(ctx, st, tick, silence, nil, event, idle, readErr)
+}
+
+// ReadLoopWake is ReadLoop whose idle work also runs at once, without
+// waiting for a tick, each time something arrives on wake while the loop
+// waits for an event (a wake does not count as silence).
+func ReadLoopWake(ctx context.Context, st Streamer, tick, silence time.Duration, wake <-chan struct{},
+	event func(*replication.BinlogEvent) error, idle func() error, readErr func(error) error) error {
 	wait := NewIdleWait(ctx, tick)
 	defer wait.Stop()
+	if wake != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			for {
+				select {
+				case <-wake:
+					wait.Wake()
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
 	silent := 0
 	for {
 		evCtx := wait.Next()
@@ -177,6 +199,12 @@ func ReadLoop(ctx context.Context, st Streamer, tick, silence time.Duration,
 		if err != nil {
 			if !errors.Is(err, context.Canceled) || !wait.Expired(evCtx) {
 				return readErr(err)
+			}
+			if wait.Woken(evCtx) {
+				if err := idle(); err != nil {
+					return err
+				}
+				continue
 			}
 			silent++
 			if silence > 0 && time.Duration(silent)*tick >= silence {

@@ -26,13 +26,13 @@ func TestRouter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewRouter(rules, tt.caseSensitive)
+			r := NewRouter(rules, "s1", tt.caseSensitive)
 			if got := r.Route(tt.schema, tt.table); got != tt.want {
 				t.Fatalf("route(%q, %q) = %v, want %v", tt.schema, tt.table, got, tt.want)
 			}
 		})
 	}
-	if got := NewRouter(rules, false).RouteSchema("shard_3"); got != "merged" {
+	if got := NewRouter(rules, "s1", false).RouteSchema("shard_3"); got != "merged" {
 		t.Fatalf("routeSchema(shard_3) = %q, want merged", got)
 	}
 }

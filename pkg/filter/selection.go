@@ -27,5 +27,5 @@ func NewSelection(cfg *config.SubTaskConfig, src *config.SourceConfig) (Selectio
 		return Selection{}, fmt.Errorf("subtask %q: %w", cfg.Name, err)
 	}
 	return Selection{Tables: NewTables(cfg.BAList, caseSensitive), Events: events,
-		Router: NewRouter(cfg.RouteRules, caseSensitive)}, nil
+		Router: NewRouter(cfg.RouteRules, cfg.SourceID, caseSensitive)}, nil
 }

@@ -7,7 +7,8 @@
 // row exactly as the target was given it because both go through here.
 //
 // It reads the target's table models through sqlschema (the one reader of
-// information_schema) and routes names with pkg/filter's Router. It must
+// information_schema) and routes names with pkg/filter's Router, whose
+// extend columns (DM's extend-column) a shard's rows carry (extend.go). It must
 // not know about batches, compaction, foreign key groups, checkpoints,
 // table points or validation state: those stay with the units. It holds no
 // connections of its own and starts no goroutines.

@@ -48,6 +48,12 @@ type Table struct {
 	// Model is the target table's model the Table was built with; nil when
 	// the target has no such table.
 	Model *sqlschema.Table
+	// Extend are the extend columns of the route rule (DM's extend-column)
+	// and this table's values in them; they follow the binlog's columns in
+	// Columns, and Key and Uniques include them (see extend.go).
+	Extend []filter.ExtendColumn
+	// extendValues are Extend's values as converted row values.
+	extendValues []any
 	// shape is the table map the Table was built from, to notice changes
 	// (only the owner of the Tables that built it touches it).
 	shape *replication.TableMapEvent
@@ -57,16 +63,29 @@ type Table struct {
 // (nil when the target has no such table) into the row model of source
 // table src, whose rows go to target.
 func New(src, target filter.TableName, tm *replication.TableMapEvent, tt *sqlschema.Table) (*Table, error) {
+	return NewExtended(src, target, tm, tt, nil)
+}
+
+// NewExtended is New for a source table whose rows go to a target table
+// with extend columns ext (Router.Extend): the columns follow the
+// binlog's, every row gets their values, and the row key and every unique
+// key include them.
+func NewExtended(src, target filter.TableName, tm *replication.TableMapEvent, tt *sqlschema.Table, ext []filter.ExtendColumn) (*Table, error) {
 	n := int(tm.ColumnCount)
-	names, err := columnNames(src, target, tm, tt)
+	names, err := columnNames(src, target, tm, withoutExtend(tt, ext))
 	if err != nil {
 		return nil, err
 	}
+	if err := checkExtendNames(src, names, ext); err != nil {
+		return nil, err
+	}
+	m := n + len(ext)
 	t := &Table{Source: src, Target: target, shape: tm, Model: tt, Columns: names,
-		Types: make([]byte, n), Unsigned: make([]bool, n), Binary: make([]bool, n), Fixed: make([]int, n)}
+		Types: make([]byte, n, m), Unsigned: make([]bool, n, m), Binary: make([]bool, n, m), Fixed: make([]int, n, m)}
 	t.setColumnTypes(tm, tt)
+	t.addExtend(ext)
 	byName := columnPositions{}
-	for i, name := range names {
+	for i, name := range t.Columns {
 		byName[strings.ToLower(name)] = i
 	}
 	t.setKeys(tm, tt, byName)
@@ -116,7 +135,7 @@ func (t *Table) setColumnTypes(tm *replication.TableMapEvent, tt *sqlschema.Tabl
 	}
 	unsigned := tm.UnsignedMap()
 	collations := tm.CollationMap()
-	for i := range t.Columns {
+	for i := range t.Types {
 		t.Types[i] = realType(tm, i)
 		tc, known := tcol[strings.ToLower(t.Columns[i])]
 		if unsigned != nil {
@@ -153,13 +172,14 @@ func (t *Table) setKeys(tm *replication.TableMapEvent, tt *sqlschema.Table, byNa
 		for _, k := range tm.PrimaryKey {
 			t.Key = append(t.Key, int(k))
 		}
+		t.Key = t.withExtendKey(t.Key)
 	} else if tt != nil {
 		for _, idx := range tt.UniqueKeys() {
 			if idx.Nullable {
 				continue
 			}
 			if cols := byName.indexes(idx.Columns); cols != nil {
-				t.Key = cols
+				t.Key = t.withExtendKey(cols)
 				break
 			}
 		}
@@ -173,7 +193,10 @@ func (t *Table) setKeys(tm *replication.TableMapEvent, tt *sqlschema.Table, byNa
 	for _, idx := range tt.UniqueKeys() {
 		cols := byName.indexes(idx.Columns)
 		t.TargetUniques = append(t.TargetUniques, cols)
-		if cols == nil || slices.Equal(cols, t.Key) {
+		if cols == nil {
+			continue
+		}
+		if cols = t.withExtendKey(cols); slices.Equal(cols, t.Key) {
 			continue
 		}
 		t.Uniques = append(t.Uniques, cols)

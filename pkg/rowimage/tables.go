@@ -39,11 +39,15 @@ func (c *Tables) Get(ctx context.Context, tm *replication.TableMapEvent) (*Table
 		return t, nil
 	}
 	target := c.route.Route(src.Schema, src.Table)
+	ext, err := c.route.Extend(src.Schema, src.Table)
+	if err != nil {
+		return nil, errs.New(CodeTableInfo, false, "sync: table %s: %v", src, err)
+	}
 	tt, err := c.Target(ctx, target)
 	if err != nil {
 		return nil, err
 	}
-	t, err := New(src, target, tm, tt)
+	t, err := NewExtended(src, target, tm, tt, ext)
 	if err != nil {
 		return nil, err
 	}

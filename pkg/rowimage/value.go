@@ -87,30 +87,31 @@ func WhereValue(v any, binary bool) any {
 
 // ConvertRow converts one row image of the table from binlog values to
 // the values written to the target; the image must hold every column.
+// The extend columns' values (Extend) follow the image's.
 func (t *Table) ConvertRow(row []any) ([]any, error) {
-	if len(row) != len(t.Columns) {
+	if n := len(t.Columns) - len(t.Extend); len(row) != n {
 		return nil, errs.New(CodeTableInfo, false,
 			"sync: table %s: row image has %d of %d columns; the source needs binlog_row_image=FULL",
-			t.Source, len(row), len(t.Columns))
+			t.Source, len(row), n)
 	}
-	out := make([]any, len(row))
+	out := make([]any, len(row), len(t.Columns))
 	for i, v := range row {
 		out[i] = ConvertValue(v, t.Types[i], t.Unsigned[i])
 	}
-	return out, nil
+	return append(out, t.extendValues...), nil
 }
 
 // ConvertRowInPlace is ConvertRow writing the converted values over row,
 // for a reader that owns the decoded rows event and keeps nothing else of
-// it.
+// it (with extend columns, the values are appended, which may copy).
 func (t *Table) ConvertRowInPlace(row []any) ([]any, error) {
-	if len(row) != len(t.Columns) {
+	if len(row) != len(t.Columns)-len(t.Extend) {
 		return t.ConvertRow(row) // the same error
 	}
 	for i, v := range row {
 		row[i] = ConvertValue(v, t.Types[i], t.Unsigned[i])
 	}
-	return row, nil
+	return append(row[:len(row):len(row)], t.extendValues...), nil
 }
 
 // fixedLen is Fixed[i], 0 when the table has no fixed lengths.

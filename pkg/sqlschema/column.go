@@ -39,6 +39,23 @@ type Column struct {
 	Invisible bool
 	// AutoIncrement: the table's AUTO_INCREMENT column.
 	AutoIncrement bool
+	// HasDefault: the column has a default (information_schema's
+	// COLUMN_DEFAULT is not NULL). Default is COLUMN_DEFAULT as MariaDB
+	// shows it since 10.2.7: an SQL expression that can be written after
+	// DEFAULT as is ('text' quoted, 5, NULL, current_timestamp()). A NOT
+	// NULL column without a DEFAULT clause has none; a nullable one has
+	// "NULL". Set by the reader (SetDefault), not by NewColumn.
+	HasDefault bool
+	Default    string
+}
+
+// SetDefault sets HasDefault and Default from information_schema's
+// COLUMN_DEFAULT (valid false: SQL NULL, no default).
+func (c *Column) SetDefault(value string, valid bool) {
+	c.HasDefault, c.Default = valid, ""
+	if valid {
+		c.Default = value
+	}
 }
 
 // NewColumn builds a Column from information_schema's COLUMN_NAME,

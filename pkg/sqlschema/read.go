@@ -23,7 +23,7 @@ type Querier interface {
 type TableName struct{ Schema, Name string }
 
 const columnsSelect = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE, " +
-	"IFNULL(CHARACTER_SET_NAME, ''), IS_NULLABLE, EXTRA FROM information_schema.COLUMNS WHERE "
+	"IFNULL(CHARACTER_SET_NAME, ''), IS_NULLABLE, EXTRA, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE "
 
 // indexesSelect has no ORDER BY on the index name: the server lists a
 // table's indexes in its own key order (see Table), which decides the row
@@ -70,7 +70,8 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 		var name TableName
 		var colName, dataType, colType, charset, nullable, extra string
 		var ordinal int
-		if err := rows.Scan(&name.Schema, &name.Name, &colName, &ordinal, &dataType, &colType, &charset, &nullable, &extra); err != nil {
+		var def sql.NullString
+		if err := rows.Scan(&name.Schema, &name.Name, &colName, &ordinal, &dataType, &colType, &charset, &nullable, &extra, &def); err != nil {
 			return err
 		}
 		col, err := NewColumn(colName, dataType, colType, charset, nullable == "YES")
@@ -79,6 +80,7 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 		}
 		col.Ordinal = ordinal
 		col.SetExtra(extra)
+		col.SetDefault(def.String, def.Valid)
 		t := byName[name]
 		if t == nil {
 			t = &Table{Schema: name.Schema, Name: name.Name}

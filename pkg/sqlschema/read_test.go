@@ -35,6 +35,8 @@ var readTestTables = []string{
 		`dt DATETIME(6), de DECIMAL(12,3) UNSIGNED, bn BINARY(4), lat VARCHAR(3) CHARACTER SET latin1, ` +
 		`bl BLOB, vb VARBINARY(8))`,
 	"CREATE TABLE other.t (a INT PRIMARY KEY)",
+	"CREATE TABLE app.defaults (id INT NOT NULL, n INT NULL, dn INT DEFAULT NULL, five INT NOT NULL DEFAULT 5, " +
+		"s VARCHAR(5) DEFAULT 'it''s', ts TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)",
 	"CREATE DATABASE " + QuoteName("we`ird"),
 	"CREATE TABLE " + QuoteTable("we`ird", "ta`ble") + " (" + QuoteName("x`y") + " INT PRIMARY KEY, " +
 		QuoteName("the value") + " INT)",
@@ -145,13 +147,13 @@ func TestRead(t *testing.T) {
 			{Name: "e", Ordinal: 1, DataType: "enum", ColumnType: `enum('a','b''c','d,e','x\\y')`,
 				Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4"},
 			{Name: "s", Ordinal: 2, DataType: "set", ColumnType: "set('x','y z','日本')",
-				Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4"},
-			{Name: "dt", Ordinal: 3, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6},
-			{Name: "de", Ordinal: 4, DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3},
-			{Name: "bn", Ordinal: 5, DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4},
-			{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1"},
-			{Name: "bl", Ordinal: 7, DataType: "blob", ColumnType: "blob", Nullable: true},
-			{Name: "vb", Ordinal: 8, DataType: "varbinary", ColumnType: "varbinary(8)", Nullable: true},
+				Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4", HasDefault: true, Default: "NULL"},
+			{Name: "dt", Ordinal: 3, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6, HasDefault: true, Default: "NULL"},
+			{Name: "de", Ordinal: 4, DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3, HasDefault: true, Default: "NULL"},
+			{Name: "bn", Ordinal: 5, DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4, HasDefault: true, Default: "NULL"},
+			{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1", HasDefault: true, Default: "NULL"},
+			{Name: "bl", Ordinal: 7, DataType: "blob", ColumnType: "blob", Nullable: true, HasDefault: true, Default: "NULL"},
+			{Name: "vb", Ordinal: 8, DataType: "varbinary", ColumnType: "varbinary(8)", Nullable: true, HasDefault: true, Default: "NULL"},
 		}
 		if !reflect.DeepEqual(types.Columns, want) {
 			t.Errorf("app.types columns\n got %+v\nwant %+v", types.Columns, want)
@@ -164,6 +166,24 @@ func TestRead(t *testing.T) {
 		}
 		if want := []string{"bn", "bl", "vb"}; !reflect.DeepEqual(binary, want) {
 			t.Errorf("binary columns %q, want %q", binary, want)
+		}
+	})
+
+	t.Run("Defaults", func(t *testing.T) {
+		tb := read(t, "app", "defaults")
+		type def struct {
+			name string
+			has  bool
+			expr string
+		}
+		var got []def
+		for _, c := range tb.Columns {
+			got = append(got, def{c.Name, c.HasDefault, c.Default})
+		}
+		want := []def{{"id", false, ""}, {"n", true, "NULL"}, {"dn", true, "NULL"}, {"five", true, "5"},
+			{"s", true, "'it''s'"}, {"ts", true, "current_timestamp()"}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("app.defaults defaults %+v, want %+v", got, want)
 		}
 	})
 
@@ -207,7 +227,7 @@ func TestRead(t *testing.T) {
 				t.Errorf("ReadSchemas' %s\n %+v\ndiffers from ReadTable's\n %+v", tb, tb, one)
 			}
 		}
-		want := []string{"app.gen", "app.nokey", "app.nullonly", "app.pk", "app.types", "app.uk", "other.t"}
+		want := []string{"app.defaults", "app.gen", "app.nokey", "app.nullonly", "app.pk", "app.types", "app.uk", "other.t"}
 		if !reflect.DeepEqual(names, want) {
 			t.Errorf("ReadSchemas(other, app) = %q, want %q", names, want)
 		}

@@ -26,6 +26,11 @@
 //     (default 1000000 in 8 tables) into an empty target, against `mariadb-dump
 //     --single-transaction | mariadb` and `mydumper` + `myloader` (4 threads each), completion
 //     measured by the target's COUNT(*) and CHECKSUM TABLE (dumpload_*_test.go);
+//   - TestShardMergeCatchUp: real dm-worker processes (task in etcd) catching up a backlog of
+//     BENCH_SHARD_ROWS row changes (default 300000) on 8 shard tables merged into one target
+//     table with shard-mode pessimistic, against the same backlog into 8 target tables; and
+//     TestShardDDLLatency: the time from the last shard's ALTER to the DDL on the merged table
+//     over BENCH_SHARD_LOCKS locks (default 20; shard_test.go);
 //   - TestStageToAction: worker's BenchmarkStageToAction, run through `go test -bench`.
 //
 // Each benchmark logs one "BENCH ..." result line and appends one row to the results file

@@ -85,15 +85,29 @@ func sbTxn(ctx context.Context, db *sql.DB, rng *rand.Rand) (int64, error) {
 	table := sbTable(1 + rng.IntN(sbTables))
 	id := func() int { return 1 + rng.IntN(sbTableSize) }
 	del := id()
-	stmts := []struct {
-		q    string
-		args []any
-	}{
+	stmts := []benchStmt{
 		{"UPDATE " + table + " SET k = k + 1 WHERE id = ?", []any{id()}},
 		{"UPDATE " + table + " SET c = ? WHERE id = ?", []any{sbString(rng, 120), id()}},
 		{"DELETE FROM " + table + " WHERE id = ?", []any{del}},
 		{"INSERT INTO " + table + " (id, k, c, pad) VALUES (?, ?, ?, ?)", []any{del, id(), sbString(rng, 120), sbString(rng, 60)}},
 	}
+	n, err := execRetry(ctx, db, stmts, 10)
+	if err != nil {
+		return 0, fmt.Errorf("write-only transaction on %s: %w", table, err)
+	}
+	return n, nil
+}
+
+// benchStmt is one statement of a benchmark transaction.
+type benchStmt struct {
+	q    string
+	args []any
+}
+
+// execRetry runs stmts as one transaction and returns the row changes it
+// committed; a deadlock or lock wait timeout runs it again, at most
+// attempts more times.
+func execRetry(ctx context.Context, db *sql.DB, stmts []benchStmt, attempts int) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		n, err := func() (int64, error) {
 			tx, err := db.BeginTx(ctx, nil)
@@ -118,8 +132,8 @@ func sbTxn(ctx context.Context, db *sql.DB, rng *rand.Rand) (int64, error) {
 			return n, nil
 		}
 		var myErr *mysql.MySQLError
-		if !errors.As(err, &myErr) || (myErr.Number != 1213 && myErr.Number != 1205) || attempt >= 10 {
-			return 0, fmt.Errorf("write-only transaction on %s: %w", table, err)
+		if !errors.As(err, &myErr) || (myErr.Number != 1213 && myErr.Number != 1205) || attempt >= attempts {
+			return 0, err
 		}
 	}
 }

@@ -98,7 +98,7 @@ func newRun(cfg *config.SubTaskConfig, src *config.SourceConfig) *run {
 	return &run{
 		cfg: cfg, src: src, mode: strings.ToLower(cfg.TaskMode), cs: cs,
 		tables: filter.NewTables(cfg.BAList, cs),
-		router: filter.NewRouter(cfg.RouteRules, cs),
+		router: filter.NewRouter(cfg.RouteRules, cfg.SourceID, cs),
 	}
 }
 

@@ -46,11 +46,7 @@ func (c *run) checkShards(s *server, tables []*table, l *items) {
 					"shards %s and %s of source %s merge into %s but their columns differ: %s", first, m, c.src.SourceID, target, d)
 			}
 		}
-		for _, m := range members {
-			if m.autoKey != "" {
-				collide = append(collide, fmt.Sprintf("%s.%s", m, sqlschema.QuoteName(m.autoKey)))
-			}
-		}
+		collide = append(collide, c.autoKeysColliding(members)...)
 	}
 	if merged == 0 {
 		return
@@ -81,4 +77,36 @@ func compareShardColumns(a, b *table) string {
 		}
 	}
 	return capJoin(d, 5, "; ")
+}
+
+// autoKeysColliding lists the AUTO_INCREMENT key columns of members whose
+// ids can collide on the merged table: extend columns (route extractors)
+// keep two shards' ids apart when their values differ, so only shards that
+// share their extend values with another shard with such a key count.
+func (c *run) autoKeysColliding(members []*table) []string {
+	byValues := map[string][]*table{}
+	var order []string
+	for _, m := range members {
+		if m.autoKey == "" {
+			continue
+		}
+		ext, err := c.router.Extend(m.schema, m.name)
+		if err != nil {
+			ext = nil // the config check names a bad extractor
+		}
+		k := fmt.Sprint(ext)
+		if _, ok := byValues[k]; !ok {
+			order = append(order, k)
+		}
+		byValues[k] = append(byValues[k], m)
+	}
+	var out []string
+	for _, k := range order {
+		if ms := byValues[k]; len(ms) > 1 {
+			for _, m := range ms {
+				out = append(out, fmt.Sprintf("%s.%s", m, sqlschema.QuoteName(m.autoKey)))
+			}
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/extendcol"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
@@ -108,7 +109,11 @@ func (c *run) checkTargetTables(ctx context.Context, s *server, tables []*table,
 		if !ok {
 			continue
 		}
-		diff := compareColumns(t.columns, cols)
+		diff, err := c.compareExtended(t, cols)
+		if err != nil {
+			l.failErr(err, "target_tables", s.what, "fix the route rule's extractor", "table %s: %v", sqlschema.QuoteTable(t.schema, t.name), err)
+			continue
+		}
 		if diff == "" {
 			same++
 			continue
@@ -186,6 +191,36 @@ func (c *run) tableMismatch(s *server, src *table, dst filter.TableName, diff st
 
 // compareColumns describes how the target's columns differ from the
 // source's ("" when they do not).
+// compareExtended is compareColumns for a source table whose route rule
+// has extractors: the target's extend columns are left out of the
+// comparison and must exist, and the source must not have them (as DM's
+// precheck says).
+func (c *run) compareExtended(t *table, dst []column) (string, error) {
+	ext, err := c.router.Extend(t.schema, t.name)
+	if err != nil || len(ext) == 0 {
+		return compareColumns(t.columns, dst), err
+	}
+	var d []string
+	rest := make([]column, 0, len(dst))
+	for _, col := range dst {
+		if !extendcol.IsExtend(ext, col.name) {
+			rest = append(rest, col)
+		}
+	}
+	for _, e := range ext {
+		if !slices.ContainsFunc(dst, func(col column) bool { return strings.EqualFold(col.name, e.Name) }) {
+			d = append(d, "the target lacks extend column "+sqlschema.QuoteName(e.Name)+" of the route rule (add it, or drop the table so the load creates it)")
+		}
+		if slices.ContainsFunc(t.columns, func(col column) bool { return strings.EqualFold(col.name, e.Name) }) {
+			d = append(d, "the source has a column "+sqlschema.QuoteName(e.Name)+", which is an extend column of the route rule")
+		}
+	}
+	if diff := compareColumns(t.columns, rest); diff != "" {
+		d = append(d, diff)
+	}
+	return capJoin(d, 5, "; "), nil
+}
+
 func compareColumns(src, dst []column) string {
 	var d []string
 	for i := 0; i < max(len(src), len(dst)); i++ {

@@ -19,7 +19,10 @@
 //     NOT EXISTS), unless a filter rule skips the create database / create
 //     table event, and compares every target table's stored columns (names
 //     in order, types) with the dumped ones: a difference is a
-//     non-resumable load-schema error naming the table and the columns. A
+//     non-resumable load-schema error naming the table and the columns.
+//     A route rule with extractors (extend columns) creates the merged
+//     table with them in every primary and unique key, and an existing
+//     one must have them (extend.go); LOAD DATA sets their values. A
 //     filter rule that skips a table's inserts leaves its chunks unloaded
 //     (but recorded); a rule with action Error stops the load;
 //  4. loads the chunks not yet recorded with loader.pool-size connections,

@@ -75,6 +75,9 @@ func insertRows(ctx context.Context, tx *sql.Tx, f io.Reader, j *job) (rows, rea
 		if buf, err = appendRow(buf, fields, j.plan.numeric); err != nil {
 			return rows, cr.n, fmt.Errorf("row %d of %s: %w", line, j.chunk.File, err)
 		}
+		if j.plan.insertExtend != "" {
+			buf = append(append(buf[:len(buf)-1], j.plan.insertExtend...), ')')
+		}
 		if len(buf) >= insertBatchBytes {
 			if err := flush(); err != nil {
 				return rows, cr.n, err

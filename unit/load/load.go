@@ -110,7 +110,7 @@ func (l *Loader) configure(cfg *config.SubTaskConfig) error {
 	if err != nil {
 		return errs.New(CodeLoadConfig, false, "load: subtask %q: %w", c.Name, err)
 	}
-	l.cfg, l.events, l.router = &c, events, filter.NewRouter(c.RouteRules, cs)
+	l.cfg, l.events, l.router = &c, events, filter.NewRouter(c.RouteRules, c.SourceID, cs)
 	return nil
 }
 

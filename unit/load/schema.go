@@ -16,6 +16,7 @@ import (
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/extendcol"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
@@ -35,6 +36,10 @@ type tablePlan struct {
 	// that go in as numbers (BIT, YEAR).
 	insertColumns string
 	numeric       []bool
+	// extend are the extend columns of the target and this table's values
+	// (route extractors); insertExtend is their INSERT text, ",'v1',...".
+	extend       []filter.ExtendColumn
+	insertExtend string
 }
 
 // prepareTables creates the routed schemas and tables of m on the target
@@ -59,6 +64,11 @@ func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tab
 		src := filter.TableName{Schema: t.Schema, Table: t.Name}
 		plan := tablePlan{index: i, source: src, target: l.router.Route(t.Schema, t.Name)}
 		plan.columns, plan.insertColumns, plan.numeric = loadColumns(t.Columns)
+		ext, err := l.router.Extend(t.Schema, t.Name)
+		if err != nil {
+			return nil, errs.New(CodeLoadConfig, false, "load: table %s: %w", src, err)
+		}
+		plan.setExtend(ext)
 		skipCreate, err := l.events.Skip(t.Schema, t.Name, filter.EvCreateTable, t.CreateSQL)
 		if err != nil {
 			return nil, filterError(err, src)
@@ -83,11 +93,11 @@ func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tab
 	err := l.eachTable(ctx, len(m.Tables), func(ctx context.Context, i int, p *parser.Parser) error {
 		t := &m.Tables[i]
 		if create[i] {
-			if err := l.createTable(ctx, p, t, plans[i].target); err != nil {
+			if err := l.createTable(ctx, p, t, plans[i].target, plans[i].extend); err != nil {
 				return err
 			}
 		}
-		return l.checkColumns(ctx, t, plans[i].target, !create[i])
+		return l.checkColumns(ctx, t, plans[i].target, !create[i], plans[i].extend)
 	})
 	if err != nil {
 		return nil, err
@@ -167,9 +177,12 @@ func (l *Loader) createSchema(ctx context.Context, p *parser.Parser, s dumpfile.
 }
 
 // createTable creates target from the source table's CREATE TABLE unless it
-// exists.
-func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.Table, target filter.TableName) error {
+// exists; with extend columns, the merged table's (extendCreateTable).
+func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.Table, target filter.TableName, ext []filter.ExtendColumn) error {
 	q, err := renameCreateTable(p, t.CreateSQL, t.Name, target)
+	if len(ext) > 0 {
+		q, err = extendCreateTable(p, t.CreateSQL, target, ext)
+	}
 	if err != nil {
 		return errs.New(CodeLoadSchema, false, "load: table %s: %w", filter.TableName{Schema: t.Schema, Table: t.Name}, err)
 	}
@@ -211,9 +224,9 @@ func renameCreateTable(p *parser.Parser, createSQL, name string, target filter.T
 // dumped columns of t: the same names in the same order and the same
 // types. A missing table is an error too (a filter rule skipped its
 // creation when skipped is set).
-func (l *Loader) checkColumns(ctx context.Context, t *dumpfile.Table, target filter.TableName, skipped bool) error {
+func (l *Loader) checkColumns(ctx context.Context, t *dumpfile.Table, target filter.TableName, skipped bool, ext []filter.ExtendColumn) error {
 	src := filter.TableName{Schema: t.Schema, Table: t.Name}
-	have, err := targetColumns(ctx, l.db, target)
+	have, extendDiffs, err := targetColumns(ctx, l.db, target, t.Columns, ext)
 	if err != nil {
 		return errs.Wrap(err, CodeLoadSchema, "load: read the columns of target table %s", target)
 	}
@@ -225,7 +238,7 @@ func (l *Loader) checkColumns(ctx context.Context, t *dumpfile.Table, target fil
 		return errs.New(CodeLoadSchema, false, "load: target table %s for source table %s does not exist (%s); create it on the target",
 			target, src, why)
 	}
-	var diffs []string
+	diffs := extendDiffs
 	for i := 0; i < max(len(have), len(t.Columns)); i++ {
 		switch {
 		case i >= len(have):
@@ -249,22 +262,32 @@ func (l *Loader) checkColumns(ctx context.Context, t *dumpfile.Table, target fil
 type column struct{ Name, Type string }
 
 // targetColumns returns the stored (not generated) columns of a table in
-// order; none when the table does not exist.
-func targetColumns(ctx context.Context, db *sql.DB, t filter.TableName) ([]column, error) {
+// order, extend columns left out; none when the table does not exist. With
+// extend columns it also returns what the table lacks of them
+// (extendcol.CheckTarget against the source's columns src).
+func targetColumns(ctx context.Context, db *sql.DB, t filter.TableName, src []dumpfile.Column, ext []filter.ExtendColumn) ([]column, []string, error) {
 	tb, err := sqlschema.ReadTable(ctx, db, t.Schema, t.Table)
 	if errors.Is(err, sqlschema.ErrTableNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []column
 	for _, c := range tb.Columns {
-		if !c.Generated {
+		if !c.Generated && !extendcol.IsExtend(ext, c.Name) {
 			out = append(out, column{Name: c.Name, Type: c.ColumnType})
 		}
 	}
-	return out, nil
+	var diffs []string
+	if len(ext) > 0 {
+		names := make([]string, len(src))
+		for i, c := range src {
+			names[i] = c.Name
+		}
+		diffs = extendcol.CheckTarget(tb, names, ext)
+	}
+	return out, diffs, nil
 }
 
 // intWidth is the display width of an integer type, which MySQL 8 no

@@ -18,7 +18,7 @@ func TestTranslateDDL(t *testing.T) {
 	d := newDDLTranslator(
 		filter.NewTables(config.BAList{IgnoreTables: []config.TableRef{{DBName: "app", TblName: "skip*"}}}, false),
 		events,
-		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false),
+		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, "s1", false),
 	)
 	tests := []struct {
 		name, schema, query string
@@ -64,7 +64,7 @@ func TestTranslateDDL(t *testing.T) {
 // with normalize the restored text even when nothing was rewritten.
 func TestTranslateDDLNames(t *testing.T) {
 	d := newDDLTranslator(filter.NewTables(config.BAList{}, false), mustEvents(t),
-		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, false))
+		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, "s1", false))
 	d.normalize = true
 	tests := []struct {
 		schema, query string

@@ -230,8 +230,12 @@ func (x *ddlTranslator) translateTableDDL(node ast.StmtNode, schema, query strin
 	default:
 		tables = []tableName{src}
 	}
+	extended, err := x.extendDDL(node, src) // extend.go
+	if err != nil {
+		return targetDDL{}, false, err
+	}
 	useSchema, ensure, routed := x.routeNames(node, schema, st.primary)
-	out, ok, err := x.restore(node, query, useSchema, st.changed || routed || !single || x.normalize, ensure)
+	out, ok, err := x.restore(node, query, useSchema, st.changed || routed || extended || !single || x.normalize, ensure)
 	out.event, out.source, out.target, out.tables = st.event, src, x.router.Route(src.Schema, src.Table), tables
 	return out, ok, err
 }

@@ -46,7 +46,7 @@ func TestRowKeyInServerKeyOrder(t *testing.T) {
 	tm := &replication.TableMapEvent{Schema: []byte("app"), Table: []byte("uk"), ColumnCount: 3,
 		ColumnType: []byte{mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_LONG},
 		ColumnMeta: []uint16{0, 0, 0}, ColumnName: [][]byte{[]byte("a"), []byte("b"), []byte("v")}}
-	ti, err := newTableCache(e.dstDB, filter.NewRouter(nil, false)).get(ctx, tm)
+	ti, err := newTableCache(e.dstDB, filter.NewRouter(nil, "", false)).get(ctx, tm)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -348,7 +348,7 @@ func readError(err error) error {
 
 // loop reads and handles events until ctx is done or an error occurs.
 func (r *reader) loop(ctx context.Context, stream binlog.Streamer) error {
-	return binlog.ReadLoop(ctx, stream, idleTick, r.silence, func(ev *replication.BinlogEvent) error {
+	return binlog.ReadLoopWake(ctx, stream, idleTick, r.silence, r.shard.wakeups(), func(ev *replication.BinlogEvent) error {
 		if err := r.handle(ctx, ev); err != nil {
 			return err
 		}

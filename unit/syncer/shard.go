@@ -2,6 +2,9 @@ package syncer
 
 import (
 	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +22,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit"
+	"github.com/dmworker/dm-worker/unit/syncer/syncmeta"
 )
 
 // Pessimistic shard DDL (DESIGN.md §5, docs/design.md "Shard DDL in the
@@ -127,7 +131,11 @@ type shardRun struct {
 
 	mu     sync.Mutex
 	dirty  map[tableName]bool // groups whose lock moved (guarded by mu)
-	notify chan struct{}      // one pending wake-up of the read loop
+	notify chan struct{}      // one pending look at the dirty groups
+	// wake ends the read loop's wait for an event, so that a lock that
+	// moved while the binlog is quiet is handled now, not at the next
+	// idle tick (binlog.ReadLoopWake).
+	wake chan struct{}
 }
 
 // newShardRun returns the shard state of r, or nil for a task without
@@ -145,7 +153,7 @@ func (s *Syncer) newShardRun(ctx context.Context, r *reader) (*shardRun, error) 
 	}
 	return &shardRun{r: r, c: s.shardCoord, logger: s.logger, held: map[tableName]*heldTable{},
 		shares: map[tableName][]tableName{}, watchCtx: ctx, watchers: map[tableName]context.CancelFunc{},
-		dirty: map[tableName]bool{}, notify: make(chan struct{}, 1)}, nil
+		dirty: map[tableName]bool{}, notify: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
 }
 
 // stop ends every watcher.
@@ -551,7 +559,25 @@ func (sr *shardRun) act(ctx context.Context, d *ddlApplier, h *heldTable, st sha
 			}
 		}
 		sr.setState(h, "executing")
-		for _, ddl := range h.ddls {
+		first := 0
+		if pending {
+			n, err := sr.ranUpTo(ctx, h, st.Seq)
+			if err != nil {
+				return false, err
+			}
+			if n > 0 {
+				sr.logger.Info("shard DDL: the restarted owner finds statements of its lock already on the target",
+					zap.String("lock", st.ID), zap.Int("ran", n), zap.Int("of", len(h.ddls)))
+			}
+			first = n
+		}
+		for i, ddl := range h.ddls {
+			if i < first {
+				continue
+			}
+			if err := sr.recordRun(ctx, h, st.Seq, i); err != nil {
+				return false, err
+			}
 			if err := d.exec(ctx, ddl); err != nil {
 				// After Begin a replay may find the change made: a restart
 				// between the DDL and Done.
@@ -632,6 +658,10 @@ func (sr *shardRun) watch(target tableName) {
 		sr.mu.Unlock()
 		select {
 		case sr.notify <- struct{}{}:
+		default:
+		}
+		select {
+		case sr.wake <- struct{}{}:
 		default:
 		}
 	}()
@@ -813,4 +843,73 @@ func (s *Syncer) shardWarningLocked() string {
 	}
 	return fmt.Sprintf("waiting %s for shard DDL lock %s (%s): waiting for %s", waited, st.Lock,
 		strings.Join(st.DDLs, "; "), strings.Join(members, ", "))
+}
+
+// wakeups is the channel that ends the read loop's wait when a lock moved
+// (nil without shard DDL coordination).
+func (sr *shardRun) wakeups() <-chan struct{} {
+	if sr == nil {
+		return nil
+	}
+	return sr.wake
+}
+
+// targetHash is a hash of SHOW CREATE TABLE of h's target table.
+func (sr *shardRun) targetHash(ctx context.Context, h *heldTable) (string, error) {
+	var name, create string
+	q := "SHOW CREATE TABLE " + sqlschema.QuoteTable(h.target.Schema, h.target.Table)
+	if err := sr.r.s.target.QueryRowContext(ctx, q).Scan(&name, &create); err != nil {
+		return "", errs.Wrap(err, CodeShardDDL, "sync: read the merged table %s before its shard DDL", h.target)
+	}
+	sum := sha256.Sum256([]byte(create))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// recordRun records, before the owner runs statement stmt of its lock at
+// seq, what the target table looked like: a restarted owner compares.
+func (sr *shardRun) recordRun(ctx context.Context, h *heldTable, seq int64, stmt int) error {
+	hash, err := sr.targetHash(ctx, h)
+	if err != nil {
+		return err
+	}
+	st := sr.r.s.store
+	_, err = st.db.ExecContext(ctx, "REPLACE INTO "+st.table(syncmeta.ShardDDLTable)+
+		" (task, source, target_schema, target_table, owner_table, seq, stmt, before_hash) VALUES (?,?,?,?,?,?,?,?)",
+		st.task, st.source, h.target.Schema, h.target.Table, h.source.String(), seq, stmt, hash)
+	if err != nil {
+		return errs.Wrap(err, CodeCheckpoint, "sync: record the shard DDL about to run on %s", h.target)
+	}
+	return nil
+}
+
+// ranUpTo is how many statements of the lock at seq a previous run of
+// this owner ran on the target: the record names the statement it was
+// about to run and the table before it; a table that changed since means
+// that statement ran. A statement that changes nothing SHOW CREATE TABLE
+// shows (ENGINE=InnoDB on an InnoDB table) counts as not run and runs
+// again, which such statements bear.
+func (sr *shardRun) ranUpTo(ctx context.Context, h *heldTable, seq int64) (int, error) {
+	st := sr.r.s.store
+	var recSeq int64
+	var stmt int
+	var owner, before string
+	err := st.db.QueryRowContext(ctx, "SELECT owner_table, seq, stmt, before_hash FROM "+st.table(syncmeta.ShardDDLTable)+
+		" WHERE task = ? AND source = ? AND target_schema = ? AND target_table = ?",
+		st.task, st.source, h.target.Schema, h.target.Table).Scan(&owner, &recSeq, &stmt, &before)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, errs.Wrap(err, CodeCheckpoint, "sync: read the record of the shard DDL on %s", h.target)
+	case recSeq != seq || owner != h.source.String():
+		return 0, nil // recorded for another lock: none of this one's ran
+	}
+	now, err := sr.targetHash(ctx, h)
+	if err != nil {
+		return 0, err
+	}
+	if now == before {
+		return stmt, nil
+	}
+	return stmt + 1, nil
 }

@@ -315,3 +315,26 @@ func TestShardPessimisticConflictReplaced(t *testing.T) {
 	}
 	e.waitMerged(t, r)
 }
+
+// TestTargetReadCommitted: the unit's target sessions run at READ
+// COMMITTED (no gap locks between appliers of one merged table), unless
+// the target writes a statement binlog, which refuses it.
+func TestTargetReadCommitted(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "iso")
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	var iso string
+	if err := u.target.QueryRow("SELECT @@tx_isolation").Scan(&iso); err != nil || iso != "READ-COMMITTED" {
+		t.Errorf("target session isolation %q (%v), want READ-COMMITTED", iso, err)
+	}
+
+	stmt := mariadbtest.Start(t, mariadbtest.Options{Name: "stmt-target", Binlog: true, FastCommit: true,
+		ExtraConfig: []string{"binlog_format=STATEMENT"}})
+	cfg.TargetDatabase = e.dbConfig(stmt)
+	u2 := newUnit(t, cfg, src)
+	defer u2.Close()
+	if err := u2.target.QueryRow("SELECT @@tx_isolation").Scan(&iso); err != nil || iso != "REPEATABLE-READ" {
+		t.Errorf("statement-binlog target: session isolation %q (%v), want the server's REPEATABLE-READ", iso, err)
+	}
+}

@@ -1,8 +1,13 @@
 package syncer
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/filter"
@@ -33,8 +38,11 @@ func (s *Syncer) UseSourceBudget(b *dbconn.Budget) { s.sources = b }
 // No code of the unit holds a connection of the pool while it waits for
 // another (each apply worker, the checkpoint flush and the DDL applier use
 // one at a time), so a budget smaller than the pool cannot deadlock it.
-func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) {
+func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int, isolationVar string) (*sql.DB, error) {
 	cfg := ep.DriverConfig()
+	if isolationVar != "" && !hasParam(cfg, "tx_isolation") && !hasParam(cfg, "transaction_isolation") {
+		dbconn.SetDefaultParam(cfg, isolationVar, "'READ-COMMITTED'")
+	}
 	cfg.InterpolateParams = true
 	// Batches travel as one multi-statement query (see execTx).
 	cfg.MultiStatements = true
@@ -51,3 +59,38 @@ func (s *Syncer) openTarget(ep *dbconn.Endpoint, maxConns int) (*sql.DB, error) 
 
 // tableName is a schema-qualified table name.
 type tableName = filter.TableName
+
+func hasParam(cfg *mysql.Config, name string) bool {
+	_, ok := cfg.Params[name]
+	return ok
+}
+
+// readCommittedVar is the session variable that sets the target's
+// transaction isolation ("transaction_isolation", or "tx_isolation" on
+// MariaDB before 11.1), or "" when the target must keep its own level: it
+// writes a statement binlog, for which InnoDB refuses READ COMMITTED.
+//
+// The sync unit reads nothing inside its transactions and writes by key,
+// so READ COMMITTED changes no result; it takes no gap locks, so batches
+// of appliers writing one table (the shards of a merge, from several
+// workers) do not deadlock on each other's gaps at the ends of their key
+// ranges (docs/benchmarks.md, "Shard merge").
+func readCommittedVar(ctx context.Context, db *sql.DB) (string, error) {
+	var logBin int
+	var format string
+	if err := db.QueryRowContext(ctx, "SELECT @@global.log_bin, @@global.binlog_format").Scan(&logBin, &format); err != nil {
+		return "", err
+	}
+	if logBin == 1 && strings.EqualFold(format, "STATEMENT") {
+		return "", nil
+	}
+	var name, value string
+	err := db.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'transaction_isolation'").Scan(&name, &value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "tx_isolation", nil
+	case err != nil:
+		return "", err
+	}
+	return "transaction_isolation", nil
+}

@@ -147,9 +147,21 @@ func (s *Syncer) Init(ctx context.Context) error {
 				zap.String("time_zone", v))
 		}
 	}
-	db, err := s.openTarget(target, s.cfg.Syncer.WorkerCount+4)
+	db, err := s.openTarget(target, s.cfg.Syncer.WorkerCount+4, "")
 	if err != nil {
 		return errs.New(CodeConfig, false, "sync: %w", err)
+	}
+	iso, err := readCommittedVar(ctx, db)
+	if err != nil {
+		return closeAfter(db, errs.Wrap(err, CodeConfig, "sync: read the target's binlog format"))
+	}
+	if iso != "" {
+		_ = db.Close() // reopened with the isolation level in every session
+		if db, err = s.openTarget(target, s.cfg.Syncer.WorkerCount+4, iso); err != nil {
+			return errs.New(CodeConfig, false, "sync: %w", err)
+		}
+	} else {
+		s.logger.Info("the target writes a statement binlog: the sync unit keeps its default isolation level")
 	}
 	store := &checkpointStore{db: db, schema: s.cfg.MetaSchema, task: s.cfg.Name, source: s.cfg.SourceID}
 	if err := store.prepare(ctx); err != nil {

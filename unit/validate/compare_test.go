@@ -126,7 +126,7 @@ func cmpStart(t *testing.T) *cmpEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.write.Close() })
-	e.tables = cmpReadBinlog(t, src, rowimage.NewTables(e.tgt, filter.NewRouter(nil, false)))
+	e.tables = cmpReadBinlog(t, src, rowimage.NewTables(e.tgt, filter.NewRouter(nil, "", false)))
 	for _, ct := range e.tables {
 		for _, r := range ct.rows {
 			e.put(t, ct, r)

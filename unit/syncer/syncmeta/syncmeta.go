@@ -25,10 +25,15 @@ const (
 	CheckpointTable = "syncer_checkpoint"
 	SafePointTable  = "syncer_safe_point"
 	TablePointTable = "syncer_table_point"
+	// ShardDDLTable holds, per target table of a sharding group whose lock
+	// this source owns, the statement the owner was about to run and a
+	// hash of SHOW CREATE TABLE just before it: a restarted owner tells
+	// from it whether the statement ran.
+	ShardDDLTable = "syncer_shard_ddl"
 )
 
 // Tables lists every table of the sync unit in the meta schema.
-var Tables = []string{CheckpointTable, SafePointTable, TablePointTable}
+var Tables = []string{CheckpointTable, SafePointTable, TablePointTable, ShardDDLTable}
 
 // CreateStatements returns the statements that create schema and the sync
 // unit's tables in it when missing; the sync unit runs them before it reads
@@ -52,6 +57,11 @@ func CreateStatements(schema string) []string {
   source_schema VARCHAR(64) NOT NULL, source_table VARCHAR(64) NOT NULL,
   binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL, row_index INT UNSIGNED NOT NULL,
   PRIMARY KEY (task, source, source_schema, source_table))`,
+		"CREATE TABLE IF NOT EXISTS " + table(ShardDDLTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
+  target_schema VARCHAR(64) NOT NULL, target_table VARCHAR(64) NOT NULL,
+  owner_table VARCHAR(200) NOT NULL, seq BIGINT NOT NULL, stmt INT NOT NULL, before_hash CHAR(64) NOT NULL,
+  PRIMARY KEY (task, source, target_schema, target_table))`,
 	}
 }
 
