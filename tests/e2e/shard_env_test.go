@@ -88,6 +88,8 @@ type shardOptions struct {
 	// isSharding spells the mode as DM's older `is-sharding: true`
 	// instead of `shard-mode: pessimistic`.
 	isSharding bool
+	// workerArgs are more flags of the workers (after the harness's).
+	workerArgs []string
 }
 
 // shardEnv is the shard merge cluster.
@@ -162,7 +164,7 @@ func startShardEnv(t *testing.T, o shardOptions) *shardEnv {
 
 	for i := range e.w {
 		name := fmt.Sprintf("w%d", i+1)
-		e.wopts[i] = workerOptions{name: name, endpoints: e.c.endpoints, prefix: e.c.prefix, dataDir: t.TempDir()}
+		e.wopts[i] = workerOptions{name: name, endpoints: e.c.endpoints, prefix: e.c.prefix, dataDir: t.TempDir(), args: o.workerArgs}
 		e.w[i] = startWorker(t, e.wopts[i])
 		e.procs = append(e.procs, e.w[i])
 	}

@@ -168,7 +168,8 @@ func runShardUnderLoad(t *testing.T, e *shardEnv, kills shardKills) {
 // succeeds, so only a check of the target keeps it to once. Same end
 // state.
 func TestShardPessimisticKillOwnerAfterDDL(t *testing.T) {
-	e := startShardEnv(t, shardOptions{})
+	// The freezes starve the workers; a longer lease keeps them bound.
+	e := startShardEnv(t, shardOptions{workerArgs: []string{"--keepalive-ttl", "10s"}})
 	w := e.startShardWriters(e.shards)
 	w.waitMore(t, 30*time.Second, 100)
 	for _, step := range []struct {
@@ -180,7 +181,15 @@ func TestShardPessimisticKillOwnerAfterDDL(t *testing.T) {
 		{ddlWidenV, "MODIFY", func() bool { return strings.EqualFold(e.targetColumnType("t", "v"), "varchar(64)") },
 			func(s *shardTable) { s.wide.Store(true) }},
 	} {
-		for _, s := range e.shards {
+		// The workers run freely until seven shards reported; the freezes
+		// begin with the last shard's DDL, so they last only as long as
+		// the decision and the owner's run.
+		for i, s := range e.shards {
+			if i == len(e.shards)-1 {
+				e.waitLock(e.lockID, 60*time.Second, "seven shards reached "+step.lockHas, func(l shardddl.LockInfo) bool {
+					return len(l.Synced) == len(e.shards)-1 && strings.Contains(strings.Join(l.DDLs, ";"), step.lockHas)
+				})
+			}
 			e.alter(s, step.ddl)
 			step.done(s)
 		}
