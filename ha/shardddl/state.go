@@ -118,8 +118,8 @@ func (p pending) ready() bool {
 // conflictMessage names both tables and both statements.
 func conflictMessage(g *group, a Member, ai infoKV, b Member, bi infoKV) string {
 	return fmt.Sprintf("lock %s: %s reached %s (seq %d, at %s) but %s reached %s (seq %d, at %s); "+
-		"every member must reach the same DDLs: replace the differing one (task handle-error ... replace) "+
-		"or resolve the lock with shard-ddl-lock unlock",
+		"every member must reach the same DDLs: replace the differing one (task handle-error TASK replace --source S --sql ...) "+
+		"or remove the lock with shard-ddl-lock unlock --force-remove (nobody runs the DDLs)",
 		LockID(g.task, g.target), a, quoteDDLs(ai.v.DDLs), ai.v.Seq, ai.v.Location,
 		b, quoteDDLs(bi.v.DDLs), bi.v.Seq, bi.v.Location)
 }

@@ -473,6 +473,17 @@ func (sr *shardRun) ddl(ctx context.Context, d *ddlApplier, stmts []targetDDL, q
 func (sr *shardRun) replacement(d *ddlApplier, h *heldTable, op *handleOp) ([]targetDDL, error) {
 	var out []targetDDL
 	for _, q := range op.sqls {
+		// DM's form names the upstream table: routed like the binlog's
+		// DDL. A statement about the merged table (which the block-allow
+		// list does not select) is taken as written, normalized.
+		if routed, err := d.translator.translate(h.source.Schema, q); err == nil && len(routed) == 1 && lockable(routed[0]) {
+			if routed[0].source != h.source {
+				return nil, errs.New(CodeHandleError, false, "sync: handle-error replace of the DDL of %s at binlog %s: %q is about %s; "+
+					"name %s or the merged table %s", h.source, h.start, q, routed[0].source, h.source, h.target)
+			}
+			out = append(out, targetDDL{sql: routed[0].sql, source: h.source, target: h.target, event: routed[0].event})
+			continue
+		}
 		n, err := d.translator.normalizeSQL(q)
 		if err != nil {
 			return nil, errs.New(CodeHandleError, false, "sync: handle-error replace of the DDL of %s at binlog %s: %q: %w; "+
@@ -604,7 +615,7 @@ func (sr *shardRun) act(ctx context.Context, d *ddlApplier, h *heldTable, st sha
 		d.tables.invalidate()
 		sr.setState(h, "skipped")
 		sr.logger.Info("shard DDL lock: the owner ran the DDL; this shard skips it", zap.String("lock", st.ID),
-			zap.Stringer("table", h.source), zap.String("resolved", st.Resolved))
+			zap.Stringer("table", h.source))
 		return true, nil
 	case shardddl.RoleResolved:
 		d.tables.invalidate()

@@ -293,7 +293,7 @@ func TestShardPessimisticConflictReplaced(t *testing.T) {
 	// (shard_1.t_1 reported first).
 	mariadbtest.MustExec(t, e.dstDB, "SELECT 1")
 	err := u.HandleError(context.Background(), unit.HandleErrorRequest{Op: unit.HandleErrorReplace,
-		SQLs: []string{"alter table merged.t add column c3 int"}})
+		SQLs: []string{"ALTER TABLE shard_1.t_2 ADD COLUMN c3 INT"}}) // DM's form: the upstream table
 	if err != nil {
 		t.Fatal(err)
 	}
