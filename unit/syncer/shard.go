@@ -476,7 +476,8 @@ func (sr *shardRun) replacement(d *ddlApplier, h *heldTable, op *handleOp) ([]ta
 		// DM's form names the upstream table: routed like the binlog's
 		// DDL. A statement about the merged table (which the block-allow
 		// list does not select) is taken as written, normalized.
-		if routed, err := d.translator.translate(h.source.Schema, q); err == nil && len(routed) == 1 && lockable(routed[0]) {
+		if routed, err := d.translator.translate(h.source.Schema, q); err == nil && len(routed) == 1 && lockable(routed[0]) &&
+			routed[0].source != h.target {
 			if routed[0].source != h.source {
 				return nil, errs.New(CodeHandleError, false, "sync: handle-error replace of the DDL of %s at binlog %s: %q is about %s; "+
 					"name %s or the merged table %s", h.source, h.start, q, routed[0].source, h.source, h.target)
