@@ -253,25 +253,29 @@ func (s *Syncer) publishShardGroups(ctx context.Context) error {
 		return err
 	}
 	for target, tables := range groups {
-		lt := make([]shardddl.Table, len(tables))
-		for i, t := range tables {
-			lt[i] = lockTable(t)
-		}
-		if err := s.shardCoord.PutShare(ctx, lockTable(target), lt); err != nil {
-			return errs.Wrap(err, CodeShardDDL, "sync: publish the tables of source %s in the sharding group of %s", s.cfg.SourceID, target)
+		if err := s.putShare(ctx, target, tables); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // putShare publishes the upstream tables of this source in target's group.
-func (sr *shardRun) putShare(ctx context.Context, target tableName, tables []tableName) error {
+func (s *Syncer) putShare(ctx context.Context, target tableName, tables []tableName) error {
 	lt := make([]shardddl.Table, len(tables))
 	for i, t := range tables {
 		lt[i] = lockTable(t)
 	}
-	if err := sr.c.PutShare(ctx, lockTable(target), lt); err != nil {
-		return errs.Wrap(err, CodeShardDDL, "sync: publish the tables of source %s in the sharding group of %s", sr.r.s.cfg.SourceID, target)
+	if err := s.shardCoord.PutShare(ctx, lockTable(target), lt); err != nil {
+		return errs.Wrap(err, CodeShardDDL, "sync: publish the tables of source %s in the sharding group of %s", s.cfg.SourceID, target)
+	}
+	return nil
+}
+
+// putShare publishes target's share and remembers it for changeShare.
+func (sr *shardRun) putShare(ctx context.Context, target tableName, tables []tableName) error {
+	if err := sr.r.s.putShare(ctx, target, tables); err != nil {
+		return err
 	}
 	sr.shares[target] = slices.Clone(tables)
 	return nil
