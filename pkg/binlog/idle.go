@@ -28,6 +28,7 @@ type IdleWait struct {
 	timer  *time.Timer
 	ctx    context.Context // the read loop's current wait context
 
+	woken   atomic.Bool   // a Wake not yet seen by a wait
 	waits   atomic.Uint64 // waits begun (Next calls)
 	seen    atomic.Uint64 // waits at the timer's last firing
 	stopped atomic.Bool
@@ -64,6 +65,13 @@ func (w *IdleWait) expire() {
 // ends first.
 func (w *IdleWait) Next() context.Context {
 	w.waits.Add(1)
+	if w.woken.Swap(false) {
+		// A Wake that came while no wait ran (the loop handled an event
+		// or did its idle work) is not lost: this wait ends at once.
+		ctx, cancel := context.WithCancelCause(w.parent)
+		cancel(errWake)
+		return ctx
+	}
 	if w.ctx.Err() != nil {
 		ctx, cancel := context.WithCancelCause(w.parent)
 		w.mu.Lock()
@@ -93,6 +101,7 @@ func (w *IdleWait) Woken(ctx context.Context) bool {
 // loop does its idle work at once. Safe from any goroutine; a wake while
 // the loop handles an event ends no wait (the loop is not waiting).
 func (w *IdleWait) Wake() {
+	w.woken.Store(true)
 	w.mu.Lock()
 	cancel := w.cancel
 	w.mu.Unlock()
