@@ -81,9 +81,19 @@ func (w *IdleWait) Next() context.Context {
 		old(nil)
 		w.seen.Store(w.waits.Load())
 		w.timer.Reset(w.d)
+		// A Wake between the check above and the swap cancelled the old
+		// context, which no one waits on: end this one instead.
+		if w.woken.Swap(false) {
+			cancel(errWake)
+		}
 	}
 	return w.ctx
 }
+
+// ClearWake marks the pending wake as seen, by a loop that is about to do
+// its idle work for a wait that Woken reported: a Wake after this call
+// ends the next wait.
+func (w *IdleWait) ClearWake() { w.woken.Store(false) }
 
 // Expired reports whether ctx, from Next, ended because the wait was idle
 // or woken.

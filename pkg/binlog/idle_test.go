@@ -82,3 +82,34 @@ func TestReadLoopWake(t *testing.T) {
 		t.Fatalf("loop ended with %v", err)
 	}
 }
+
+// TestIdleWaitWakeNotLost: a Wake that races the loop's renewal of its
+// wait context (the loop between two waits) still ends a wait. Many quick
+// rounds give the interleavings a chance; each round must see its wake
+// within seconds although the tick is an hour.
+func TestIdleWaitWakeNotLost(t *testing.T) {
+	w := NewIdleWait(t.Context(), time.Hour)
+	defer w.Stop()
+	handled := make(chan struct{})
+	go func() {
+		for range handled {
+			w.Wake()
+		}
+	}()
+	defer close(handled)
+	for i := range 20000 {
+		ctx := w.Next()
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: the wake was lost", i)
+			}
+			if !w.Woken(ctx) {
+				t.Fatalf("round %d: the wait ended with %v, not a wake", i, context.Cause(ctx))
+			}
+			w.ClearWake()
+		}
+		handled <- struct{}{}
+	}
+}

@@ -201,7 +201,7 @@ func ReadLoopWake(ctx context.Context, st Streamer, tick, silence time.Duration,
 				return readErr(err)
 			}
 			if wait.Woken(evCtx) {
-				wait.woken.Store(false) // this wake is seen; a later one sets it again
+				wait.ClearWake() // this wake is seen; a later one sets it again
 				if err := idle(); err != nil {
 					return err
 				}
