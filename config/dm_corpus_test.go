@@ -16,8 +16,6 @@ import (
 // sharding task files, testdata/dm/sharding, are dm_sharding_corpus_test.go's).
 // By name:
 //
-//	shard-optimistic*.yaml  optimistic sharding tasks: refused with a
-//	               message naming shard-mode (pessimistic ones must pass)
 //	bad-*.yaml     deliberately wrong: fail listing every path of their
 //	               "# unknown:" header line
 //	expression-filter.yaml  a DM feature refused here (counted as failing)
@@ -72,11 +70,6 @@ func TestDMCorpusTasks(t *testing.T) {
 		}
 		tc, subs, err := CheckTaskConfig(data)
 		switch {
-		case strings.HasPrefix(name, "shard-optimistic"):
-			if err == nil || !strings.Contains(err.Error(), "shard-mode") {
-				t.Errorf("%s: want a refusal naming shard-mode, got %v", name, err)
-			}
-			continue
 		case strings.HasPrefix(name, "bad-"):
 			checkBad(t, name, data, err)
 			continue
@@ -98,7 +91,7 @@ func TestDMCorpusTasks(t *testing.T) {
 		}
 		passed++
 	}
-	t.Logf("task files (pessimistic sharding included): %d of %d pass (%.0f%%)", passed, total, 100*float64(passed)/float64(total))
+	t.Logf("task files (sharding included): %d of %d pass (%.0f%%)", passed, total, 100*float64(passed)/float64(total))
 	if total < 25 || passed*100 < total*95 {
 		t.Errorf("%d of %d task files pass; want at least 25 files and 95%%", passed, total)
 	}

@@ -17,10 +17,9 @@ import (
 // through CheckTaskConfig, what `dmctl task start [--dry-run]` runs, and:
 //
 //	pessimistic (shard-mode: pessimistic, or is-sharding: true alone)
-//	            loads, one subtask per instance, each with ShardMode
-//	            pessimistic;
-//	optimistic  is refused, the only problem being shard-mode (optimistic
-//	            coordination is not built);
+//	            and optimistic load, one subtask per instance, each with
+//	            the file's ShardMode (and strict-optimistic-shard-mode for
+//	            the files named so);
 //	listed in shardingExceptions  fails exactly as listed there.
 //
 // The mode a file asks for is read here from the YAML itself, the way DM
@@ -108,9 +107,9 @@ func checkShardingFile(t *testing.T, name, mode string, data []byte) bool {
 	t.Helper()
 	tc, subs, err := CheckTaskConfig(data)
 	switch mode {
-	case ShardPessimistic:
+	case ShardPessimistic, ShardOptimistic:
 		if err != nil {
-			t.Errorf("%s (pessimistic): %v", name, err)
+			t.Errorf("%s (%s): %v", name, mode, err)
 			return false
 		}
 		if len(subs) != len(tc.MySQLInstances) || len(subs) == 0 {
@@ -118,19 +117,18 @@ func checkShardingFile(t *testing.T, name, mode string, data []byte) bool {
 			return false
 		}
 		for i, st := range subs {
-			if st.ShardMode != ShardPessimistic || st.SourceID != tc.MySQLInstances[i].SourceID || st.Name != tc.Name {
-				t.Errorf("%s: subtask %d is %s/%s with shard-mode %q, want %s/%s pessimistic",
-					name, i, st.Name, st.SourceID, st.ShardMode, tc.Name, tc.MySQLInstances[i].SourceID)
+			if st.ShardMode != mode || st.SourceID != tc.MySQLInstances[i].SourceID || st.Name != tc.Name {
+				t.Errorf("%s: subtask %d is %s/%s with shard-mode %q, want %s/%s %s",
+					name, i, st.Name, st.SourceID, st.ShardMode, tc.Name, tc.MySQLInstances[i].SourceID, mode)
+				return false
+			}
+			if strict := strings.Contains(name, "strict-optimistic"); st.StrictOptimisticShardMode != strict {
+				t.Errorf("%s: subtask %d has strict-optimistic-shard-mode %v, want %v", name, i, st.StrictOptimisticShardMode, strict)
 				return false
 			}
 		}
 		if len(tc.Notes.Unknown) != 0 {
 			t.Errorf("%s: unknown fields %v", name, tc.Notes.Unknown)
-			return false
-		}
-	case ShardOptimistic:
-		if got := problemFields(err); !slices.Equal(got, []string{"shard-mode"}) || !strings.Contains(err.Error(), "optimistic") {
-			t.Errorf("%s (optimistic): want a refusal of shard-mode alone, got fields %v: %v", name, got, err)
 			return false
 		}
 	default:
@@ -193,7 +191,7 @@ func TestDMShardingCorpus(t *testing.T) {
 			t.Errorf("shardingExceptions lists %s, which is not in testdata/dm/sharding", name)
 		}
 	}
-	t.Logf("DM's sharding task files: %d pessimistic, %d optimistic; %d pessimistic load, %d optimistic refused naming shard-mode, %d other (listed)",
+	t.Logf("DM's sharding task files: %d pessimistic, %d optimistic; %d pessimistic and %d optimistic load, %d other (listed)",
 		count["mode "+ShardPessimistic], count["mode "+ShardOptimistic], count[ShardPessimistic], count[ShardOptimistic], count["other"])
 	if count["mode "+ShardPessimistic]+count["mode "+ShardOptimistic] != len(paths) {
 		t.Errorf("modes %v: every file must ask for pessimistic or optimistic", count)

@@ -174,7 +174,7 @@ type SubTaskConfig struct {
 	TargetDatabase DBConfig `json:"target-database"`
 	MetaSchema     string   `json:"meta-schema"`
 	CaseSensitive  bool     `json:"case-sensitive"`
-	// ShardMode is the task's shard mode (ShardPessimistic, or "").
+	// ShardMode is the task's shard mode (ShardPessimistic, ShardOptimistic, or "").
 	ShardMode                 string          `json:"shard-mode,omitempty"`
 	StrictOptimisticShardMode bool            `json:"strict-optimistic-shard-mode,omitempty"`
 	BAList                    BAList          `json:"block-allow-list"`
@@ -228,14 +228,9 @@ const (
 )
 
 // validateShardMode checks shard-mode and strict-optimistic-shard-mode.
-// Optimistic mode is refused: its coordination is not built yet, and a task
-// that ran without it would apply every shard's DDL to the merged table.
 func validateShardMode(p *problems, mode string, strict bool) {
 	switch mode {
-	case "", ShardPessimistic:
-	case ShardOptimistic:
-		p.add("shard-mode", mode, "optimistic shard DDL coordination is not supported by this worker yet; "+
-			"use shard-mode: pessimistic (every shard's DDL waits until all shards reached it, then runs once)")
+	case "", ShardPessimistic, ShardOptimistic:
 	default:
 		p.add("shard-mode", mode, `want "pessimistic" or "optimistic", or leave it out for a task without shard DDL coordination`)
 	}

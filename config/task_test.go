@@ -354,7 +354,6 @@ func TestTaskConfigShardMode(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ add, field, says string }{
-		{"shard-mode: optimistic\n", "shard-mode", "not supported"},
 		{"shard-mode: pesimistic\n", "shard-mode", `want "pessimistic"`},
 		{"shard-mode: pessimistic\nstrict-optimistic-shard-mode: true\n", "strict-optimistic-shard-mode", "optimistic"},
 	} {

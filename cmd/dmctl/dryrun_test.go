@@ -24,7 +24,7 @@ func TestDryRun(t *testing.T) {
 	dmTask := write("dm-task.yaml", strings.Replace(taskYAML, "task-mode: all", "task-mode: all\nenable-heartbeat: true\nblack-white-list:\n  old: {do-dbs: [x]}", 1)+
 		"mydumpers:\n  global: {threads: 4, chunk-filesize: 64, skip-tz-utc: true}\n")
 	source := write("source.yaml", "source-id: mysql-01\nauto-fix-gtid: true\nfrom: {host: 127.0.0.1, user: root, password: s3cret-pw}\nchecker: {backoff-rollback: 5m}\n")
-	bad := write("bad.yaml", strings.Replace(taskYAML, "syncers:\n  s1: {worker-count: 4, batch: 50}", "syncers:\n  s1: {worker-count: 4, batch: 50, wrker: 1}\nshard-mode: optimistic\nonline-ddll: true", 1)+
+	bad := write("bad.yaml", strings.Replace(taskYAML, "syncers:\n  s1: {worker-count: 4, batch: 50}", "syncers:\n  s1: {worker-count: 4, batch: 50, wrker: 1}\nshard-mode: optimistc\nonline-ddll: true", 1)+
 		"routes2: {}\n")
 
 	t.Run("task text", func(t *testing.T) {

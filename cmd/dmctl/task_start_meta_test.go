@@ -215,6 +215,7 @@ func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_safe_point (task, source, worker, binlog_name, binlog_pos) VALUES (?, ?, 0, 'mariadb-bin.000001', 4)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_table_point (task, source, source_schema, source_table, binlog_name, binlog_pos, row_index) VALUES (?, ?, 'shop', 'nokey', 'mariadb-bin.000001', 4, 0)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_shard_ddl (task, source, target_schema, target_table, owner_table, seq, stmt, before_hash) VALUES (?, ?, 'm', 't', '`shop`.`t`', 1, 0, REPEAT('0', 64))", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_shard_schema (task, source, source_schema, source_table, binlog_name, binlog_pos, ddls, create_before, create_after, model_before, model_after) VALUES (?, ?, 'shop', 't', '', 0, '[]', '', 'CREATE TABLE `t` (`id` int)', '', '{}')", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_checkpoint (task, source, dump_id, chunk_file, table_schema, table_name, row_count, byte_count) VALUES (?, ?, 'd1', 't00000.000000.tsv', 'shop', 't', 1, 2)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_status (task, source, dump_id, finished) VALUES (?, ?, 'd1', 1)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.validator_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid, rows_checked) VALUES (?, ?, 'mariadb-bin.000001', 4, '', 7)", task, s)

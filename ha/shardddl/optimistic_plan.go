@@ -458,7 +458,7 @@ func (g *group) optState(m Member) OptState {
 		r = kv.v.Report
 	}
 	if r != nil && len(r.DDLs) > 0 {
-		st.Seq, st.DDLs = r.Seq, r.DDLs
+		st.Seq, st.DDLs, st.Location = r.Seq, r.DDLs, r.Location
 	}
 	e := g.optExec
 	if e != nil {

@@ -151,6 +151,10 @@ type OptState struct {
 	Resolved   string           `json:"resolved,omitempty"`
 	Owner      *Member          `json:"owner,omitempty"`
 	WaitingFor []Member         `json:"waiting-for,omitempty"`
+	// Location is where the table reached its last reported DDL (zero
+	// before its first): a report of an earlier location is a replay of a
+	// DDL decided before.
+	Location Location `json:"location,omitempty"`
 }
 
 // ModeOptimistic is LockInfo.Mode of an optimistic group.

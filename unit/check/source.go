@@ -140,6 +140,11 @@ func (c *run) checkBinlog(s *server, info *serverInfo, l *items) {
 	switch val, ok := v("binlog_row_metadata"); {
 	case val == "FULL":
 		l.pass("binlog_row_metadata", s.what, "source %s has binlog_row_metadata=FULL", id)
+	case c.cfg.ShardMode == config.ShardOptimistic:
+		// The merged table has the columns of every shard while a shard
+		// lacks some: row events must name their columns.
+		l.fail("binlog_row_metadata", s.what, "SET GLOBAL binlog_row_metadata=FULL (MariaDB 10.5+, MySQL 8.0+), and set it under [mariadbd] in my.cnf",
+			"source %s has binlog_row_metadata=%s; shard-mode optimistic needs FULL: a shard's rows go to a merged table whose columns differ from the shard's, matched by the column names the binlog carries", id, orNone(val))
 	case !ok:
 		l.warn("binlog_row_metadata", s.what, "upgrade to MariaDB 10.5+ or MySQL 8.0+ to have column names in the binlog",
 			"source %s has no binlog_row_metadata (older server): column names of row events then come from the target tables, which must have the source's columns in the same order", id)

@@ -306,3 +306,27 @@ func (x *ddlTranslator) normalizeSQL(query string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// renameTableIn returns query, one statement whose table names are
+// qualified, with every name of table from changed to to.
+func renameTableIn(query string, from, to tableName) (string, error) {
+	nodes, _, err := parser.New().Parse(query, "", "")
+	if err != nil {
+		return "", err
+	}
+	if len(nodes) != 1 {
+		return "", fmt.Errorf("want one statement, got %d", len(nodes))
+	}
+	v := &tableNames{}
+	nodes[0].Accept(v)
+	for _, t := range v.names {
+		if strings.EqualFold(t.Schema.O, from.Schema) && strings.EqualFold(t.Name.O, from.Table) {
+			t.Schema, t.Name = ast.NewCIStr(to.Schema), ast.NewCIStr(to.Table)
+		}
+	}
+	var b strings.Builder
+	if err := nodes[0].Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}

@@ -93,6 +93,8 @@ type heldTable struct {
 	start, end binlog.Location // the DDL event
 	state      shardddl.LockState
 	since      time.Time
+	// optPrint is the optimistic state's fingerprint the table was held at.
+	optPrint string
 }
 
 // lockTable is the coordinator's name of t.
@@ -118,6 +120,13 @@ type shardRun struct {
 	r      *reader
 	c      *shardddl.Coordinator
 	logger *zap.Logger
+	// opt: shard-mode optimistic (shard_opt.go), with the member tables'
+	// schemas.
+	opt     bool
+	schemas *shardSchemas
+	// deferred are owned target changes whose DDL the read loop has yet
+	// to reach (replayed after a restart), by their state's fingerprint.
+	deferred map[shardddl.Table]string
 
 	held     map[tableName]*heldTable
 	released []*heldTable // resolved while a window was open: re-synced after it
@@ -144,14 +153,16 @@ func (s *Syncer) newShardRun(ctx context.Context, r *reader) (*shardRun, error) 
 	if s.cfg.ShardMode == "" {
 		return nil, nil
 	}
-	if s.cfg.ShardMode != config.ShardPessimistic {
-		return nil, errs.New(CodeConfig, false, "sync: task %q: shard-mode %q is not supported; use pessimistic", s.cfg.Name, s.cfg.ShardMode)
+	if s.cfg.ShardMode != config.ShardPessimistic && s.cfg.ShardMode != config.ShardOptimistic {
+		return nil, errs.New(CodeConfig, false, "sync: task %q: shard-mode %q is not supported; use pessimistic or optimistic",
+			s.cfg.Name, s.cfg.ShardMode)
 	}
 	if s.shardCoord == nil {
 		return nil, errs.New(CodeConfig, false,
-			"sync: task %q has shard-mode pessimistic but the unit has no etcd client to coordinate shard DDL with", s.cfg.Name)
+			"sync: task %q has shard-mode %s but the unit has no etcd client to coordinate shard DDL with", s.cfg.Name, s.cfg.ShardMode)
 	}
-	return &shardRun{r: r, c: s.shardCoord, logger: s.logger, held: map[tableName]*heldTable{},
+	return &shardRun{r: r, c: s.shardCoord, logger: s.logger, opt: s.cfg.ShardMode == config.ShardOptimistic,
+		deferred: map[shardddl.Table]string{}, held: map[tableName]*heldTable{},
 		shares: map[tableName][]tableName{}, watchCtx: ctx, watchers: map[tableName]context.CancelFunc{},
 		dirty: map[tableName]bool{}, notify: make(chan struct{}, 1), wake: make(chan struct{}, 1)}, nil
 }
@@ -197,6 +208,9 @@ func (sr *shardRun) publishShares(ctx context.Context) error {
 	groups, err := sr.r.s.shardGroups(ctx)
 	if err != nil {
 		return err
+	}
+	if sr.opt {
+		return sr.optStart(ctx, groups)
 	}
 	for target, tables := range groups {
 		if err := sr.putShare(ctx, target, tables); err != nil {
@@ -252,9 +266,37 @@ func (s *Syncer) publishShardGroups(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.ShardMode == config.ShardOptimistic {
+		return s.publishOptShares(ctx, groups)
+	}
 	for target, tables := range groups {
 		if err := s.putShare(ctx, target, tables); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// publishOptShares publishes the optimistic shares with the newest schemas
+// the unit stored (the first, read from the source, for tables it never
+// saw). The states are acted on when the unit runs.
+func (s *Syncer) publishOptShares(ctx context.Context, groups map[tableName][]tableName) error {
+	ss, err := s.loadShardSchemas(ctx)
+	if err != nil {
+		return err
+	}
+	ss.latest()
+	for target, tables := range groups {
+		if err := ss.first(ctx, tables); err != nil {
+			return err
+		}
+		models := make(map[shardddl.Table]*sqlschema.Table, len(tables))
+		for _, t := range tables {
+			models[lockTable(t)] = ss.cur[t].model
+		}
+		if _, err := s.shardCoord.ShareOptimistic(ctx, lockTable(target), models); err != nil {
+			return errs.Wrap(err, CodeShardDDL, "sync: publish the tables of source %s in the optimistic sharding group of %s",
+				s.cfg.SourceID, target)
 		}
 	}
 	return nil
@@ -274,7 +316,11 @@ func (s *Syncer) putShare(ctx context.Context, target tableName, tables []tableN
 
 // putShare publishes target's share and remembers it for changeShare.
 func (sr *shardRun) putShare(ctx context.Context, target tableName, tables []tableName) error {
-	if err := sr.r.s.putShare(ctx, target, tables); err != nil {
+	put := sr.r.s.putShare
+	if sr.opt {
+		put = sr.optShare
+	}
+	if err := put(ctx, target, tables); err != nil {
 		return err
 	}
 	sr.shares[target] = slices.Clone(tables)
@@ -426,6 +472,9 @@ func (sr *shardRun) ddl(ctx context.Context, d *ddlApplier, stmts []targetDDL, q
 			return d.rejected(ctx, err, st, start, end)
 		}
 		if st.event == filter.EvCreateTable {
+			if err := sr.optCreated(ctx, st, start); err != nil {
+				return err
+			}
 			if err := sr.changeShare(ctx, st.source, true); err != nil {
 				return err
 			}
@@ -435,6 +484,17 @@ func (sr *shardRun) ddl(ctx context.Context, d *ddlApplier, stmts []targetDDL, q
 	holds := false
 	for _, t := range order {
 		h := &heldTable{source: t, target: locked[t][0].target, ddls: locked[t], from: from, start: start, end: end, since: time.Now()}
+		if sr.opt {
+			done, err := sr.optDDL(ctx, d, h, d.unit.takeHandle(start, end))
+			if err != nil {
+				return err
+			}
+			if !done {
+				sr.hold(h)
+				holds = true
+			}
+			continue
+		}
 		if op := d.unit.takeHandle(start, end); op != nil {
 			if op.op == unit.HandleErrorSkip {
 				d.logger.Info("handle-error skips a shard DDL: it is not reported to the lock", zap.Stringer("table", t), zap.Stringer("binlog", start))
@@ -458,11 +518,8 @@ func (sr *shardRun) ddl(ctx context.Context, d *ddlApplier, stmts []targetDDL, q
 			return err
 		}
 		if !done {
-			sr.held[t] = h
+			sr.hold(h)
 			holds = true
-			sr.logger.Info("shard DDL: table held until its lock resolves", zap.String("lock", st.ID), zap.Stringer("table", t),
-				zap.String("role", string(st.Role)), zap.Strings("ddls", h.reported), zap.Stringer("binlog", start))
-			sr.watch(h.target)
 		}
 	}
 	sr.publish()
@@ -470,6 +527,20 @@ func (sr *shardRun) ddl(ctx context.Context, d *ddlApplier, stmts []targetDDL, q
 		return r.endStatement()
 	}
 	return d.finish(ctx, end)
+}
+
+// hold holds table h at its DDL until its lock moves.
+func (sr *shardRun) hold(h *heldTable) {
+	sr.held[h.source] = h
+	sr.logger.Info("shard DDL: table held until its lock resolves", zap.String("lock", h.state.ID), zap.Stringer("table", h.source),
+		zap.String("role", string(h.state.Role)), zap.Strings("ddls", h.reported), zap.Stringer("binlog", h.start))
+	if sr.opt {
+		if cancel, ok := sr.watchers[h.target]; ok {
+			cancel() // started before the table was held: it does not watch it
+			delete(sr.watchers, h.target)
+		}
+	}
+	sr.watch(h.target)
 }
 
 // replacement is the target DDLs of an operator's handle-error replace of
@@ -641,6 +712,10 @@ func (sr *shardRun) act(ctx context.Context, d *ddlApplier, h *heldTable, st sha
 // group dirty and wakes the read loop when the state of a held table of
 // this source changed.
 func (sr *shardRun) watch(target tableName) {
+	if sr.opt {
+		sr.watchOpt(target)
+		return
+	}
 	if _, ok := sr.watchers[target]; ok {
 		return
 	}
@@ -669,18 +744,24 @@ func (sr *shardRun) watch(target tableName) {
 		if err != nil {
 			sr.logger.Warn("watch of a shard DDL lock failed; the read loop asks again", zap.Stringer("target", target), zap.Error(err))
 		}
-		sr.mu.Lock()
-		sr.dirty[target] = true
-		sr.mu.Unlock()
-		select {
-		case sr.notify <- struct{}{}:
-		default:
-		}
-		select {
-		case sr.wake <- struct{}{}:
-		default:
-		}
+		sr.markDirty(target)
 	}()
+}
+
+// markDirty tells the read loop that target's lock moved: it looks at the
+// next transaction boundary, woken if it waits for an event.
+func (sr *shardRun) markDirty(target tableName) {
+	sr.mu.Lock()
+	sr.dirty[target] = true
+	sr.mu.Unlock()
+	select {
+	case sr.notify <- struct{}{}:
+	default:
+	}
+	select {
+	case sr.wake <- struct{}{}:
+	default:
+	}
 }
 
 // fingerprint is what a watcher compares: the role and the members waited
@@ -728,6 +809,13 @@ func (sr *shardRun) poll(ctx context.Context) error {
 		if cancel, ok := sr.watchers[target]; ok {
 			cancel()
 			delete(sr.watchers, target)
+		}
+		if sr.opt {
+			if err := sr.pollOpt(ctx, d, target); err != nil {
+				return err
+			}
+			sr.watch(target)
+			continue
 		}
 		states, err := sr.c.States(ctx, lockTable(target))
 		if err != nil {

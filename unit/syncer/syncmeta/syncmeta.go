@@ -30,10 +30,15 @@ const (
 	// hash of SHOW CREATE TABLE just before it: a restarted owner tells
 	// from it whether the statement ran.
 	ShardDDLTable = "syncer_shard_ddl"
+	// ShardSchemaTable holds, in optimistic shard mode, each upstream
+	// table's schema before and after each DDL the unit handled (and its
+	// first schema, at location '':0), with the statements reported: the
+	// schema at any checkpoint is the one after the last DDL before it.
+	ShardSchemaTable = "syncer_shard_schema"
 )
 
 // Tables lists every table of the sync unit in the meta schema.
-var Tables = []string{CheckpointTable, SafePointTable, TablePointTable, ShardDDLTable}
+var Tables = []string{CheckpointTable, SafePointTable, TablePointTable, ShardDDLTable, ShardSchemaTable}
 
 // CreateStatements returns the statements that create schema and the sync
 // unit's tables in it when missing; the sync unit runs them before it reads
@@ -62,6 +67,13 @@ func CreateStatements(schema string) []string {
   target_schema VARCHAR(64) NOT NULL, target_table VARCHAR(64) NOT NULL,
   owner_table VARCHAR(200) NOT NULL, seq BIGINT NOT NULL, stmt INT NOT NULL, before_hash CHAR(64) NOT NULL,
   PRIMARY KEY (task, source, target_schema, target_table))`,
+		"CREATE TABLE IF NOT EXISTS " + table(ShardSchemaTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
+  source_schema VARCHAR(64) NOT NULL, source_table VARCHAR(64) NOT NULL,
+  binlog_name VARCHAR(255) NOT NULL, binlog_pos INT UNSIGNED NOT NULL,
+  ddls LONGTEXT NOT NULL, create_before LONGTEXT NOT NULL, create_after LONGTEXT NOT NULL,
+  model_before LONGTEXT NOT NULL, model_after LONGTEXT NOT NULL,
+  PRIMARY KEY (task, source, source_schema, source_table, binlog_name, binlog_pos))`,
 	}
 }
 
