@@ -255,9 +255,21 @@ func (sr *shardRun) optDDL(ctx context.Context, d *ddlApplier, h *heldTable, op 
 	loc := shardddl.Location{Name: h.start.Name, Pos: h.start.Pos, GTID: h.from.GTID}
 	// A replay from a checkpoint before this DDL of a table whose later
 	// DDL is reported: this one was decided and run before.
-	if prev, err := sr.c.StateOptimistic(ctx, target, table); err == nil && loc.Before(prev.Location) {
+	prev, err := sr.c.StateOptimistic(ctx, target, table)
+	if err != nil && !errors.Is(err, shardddl.ErrNotMember) {
+		return false, sr.coordError(err, "read the optimistic lock of %s", h.target)
+	}
+	if loc.Before(prev.Location) {
 		d.tables.invalidate()
 		return true, nil
+	}
+	// A change another step gave this table (a table left, conflicts
+	// converged) runs before the table's next DDL is reported: the lock
+	// refuses a report from the owner of an unfinished change.
+	if (prev.Role == shardddl.RoleOwner || prev.Role == shardddl.RoleOwnerPending) && prev.Location != loc {
+		if err := sr.runOptChange(ctx, h.target, h.source, prev); err != nil {
+			return false, err
+		}
 	}
 	rep := shardddl.OptReport{Target: target, Table: table, DDLs: row.ddls, Before: row.before.model, After: row.after.model,
 		Location: loc, Strict: sr.r.s.cfg.StrictOptimisticShardMode}

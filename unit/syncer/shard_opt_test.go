@@ -256,3 +256,120 @@ func TestShardOptimisticConflictPauses(t *testing.T) {
 		t.Errorf("%d ALTERs ran, want 1", got-before)
 	}
 }
+
+// TestShardOptimisticTableLeaves: the last shard that still has a column
+// the others dropped is dropped itself; the group's join loses the column
+// and a table of this source, with no DDL of its own at hand, owns and
+// runs the DROP COLUMN on the merged table.
+func TestShardOptimisticTableLeaves(t *testing.T) {
+	e := newOptShardEnv(t, "shardol", false)
+	u, r := e.start(t)
+	defer u.Close()
+	defer r.Stop(t)
+	for _, s := range e.shards {
+		mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE "+s+" ADD COLUMN c2 INT NULL")
+	}
+	mariadbtest.MustExec(t, e.srcDB,
+		"INSERT INTO shard_1.t_1 VALUES (1, 'a', 1)", "INSERT INTO shard_1.t_2 VALUES (101, 'b', 2)",
+		"ALTER TABLE shard_1.t_2 DROP COLUMN c2", "ALTER TABLE shard_2.t_1 DROP COLUMN c2",
+		"INSERT INTO shard_2.t_1 VALUES (201, 'c')")
+	e.waitMergedOn(t, r, "id, v")
+	if !e.targetHasColumn(t, "c2") {
+		t.Fatal("the target dropped c2 while shard_1.t_1 has it")
+	}
+	before := mergedAlters(t, e)
+	mariadbtest.MustExec(t, e.srcDB, "DROP TABLE shard_1.t_1", "INSERT INTO shard_1.t_2 VALUES (102, 'd')")
+	testutil.Eventually(t, syncTimeout, "the target drops c2 once its last holder left", func() error {
+		if e.targetHasColumn(t, "c2") {
+			return fmt.Errorf("merged.t still has c2")
+		}
+		return nil
+	})
+	if got := mergedAlters(t, e); got != before+1 {
+		t.Errorf("%d ALTERs ran, want 1", got-before)
+	}
+	// The dropped shard's rows stay in the merged table.
+	testutil.Eventually(t, syncTimeout, "the rows after the drop merged", func() error {
+		rows, err := mariadbtest.QueryRows(context.Background(), e.dstDB, "SELECT id, v FROM merged.t ORDER BY id")
+		if err != nil {
+			return err
+		}
+		if want := []string{`"1"|"a"|`, `"101"|"b"|`, `"102"|"d"|`, `"201"|"c"|`}; !slices.Equal(rows, want) {
+			return fmt.Errorf("merged.t %q, want %q", rows, want)
+		}
+		return nil
+	})
+}
+
+// TestShardOptimisticTwoSources: two units, one per source (shard_1 and
+// shard_2 of one server, split by their block-allow lists), coordinate
+// through etcd while writers change every shard and the shards' DDLs come
+// close together: each change of the joined schema runs once on the
+// merged table, and it ends equal to the union.
+func TestShardOptimisticTwoSources(t *testing.T) {
+	e := newOptShardEnv(t, "shardo2", false)
+	cfg2, src2 := *e.cfg, *e.src
+	cfg2.SourceID, src2.SourceID = "mysql-02", "mysql-02"
+	e.cfg.BAList = config.BAList{DoDBs: []string{"shard_1"}}
+	cfg2.BAList = config.BAList{DoDBs: []string{"shard_2"}}
+	u1, r1 := e.start(t)
+	defer u1.Close()
+	defer r1.Stop(t)
+	u2, r2 := e.startWith(t, &cfg2, &src2)
+	defer u2.Close()
+	defer r2.Stop(t)
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, len(e.shards))
+	for i, s := range e.shards {
+		go func() {
+			var err error
+			for n := 1; ctx.Err() == nil && err == nil; n++ {
+				_, err = e.srcDB.Exec("INSERT INTO "+s+" (id, v) VALUES (?, 'w')", i*100000+n)
+				if err == nil && n%3 == 0 {
+					_, err = e.srcDB.Exec("UPDATE "+s+" SET v = 'u' WHERE id = ?", i*100000+n-1)
+				}
+			}
+			done <- err
+		}()
+	}
+	before := mergedAlters(t, e)
+	for _, ddl := range []string{"ADD COLUMN c2 INT NULL", "ADD COLUMN c3 VARCHAR(10) NULL", "DROP COLUMN c2"} {
+		for _, s := range e.shards {
+			mariadbtest.MustExec(t, e.srcDB, "ALTER TABLE "+s+" "+ddl)
+		}
+	}
+	stop()
+	for range e.shards {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mariadbtest.MustExec(t, e.srcDB, "UPDATE shard_1.t_1 SET c3 = 'x'", "UPDATE shard_2.t_1 SET c3 = 'y'")
+	testutil.Eventually(t, syncTimeout, "both units caught up", func() error {
+		for _, r := range []*unittest.Run{r1, r2} {
+			select {
+			case res := <-r.Done:
+				r.Done <- res
+				t.Fatalf("a unit stopped: %+v", res)
+			default:
+			}
+		}
+		want := e.shardRowsOn(t, "id, v, c3")
+		got, err := mariadbtest.QueryRows(context.Background(), e.dstDB, "SELECT id, v, c3 FROM merged.t")
+		if err != nil {
+			return err
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("merged.t has %d rows, the shards %d", len(got), len(want))
+		}
+		return nil
+	})
+	if e.targetHasColumn(t, "c2") {
+		t.Error("the target kept c2 after every shard dropped it")
+	}
+	if got := mergedAlters(t, e); got != before+3 {
+		t.Errorf("%d ALTERs ran on the merged table, want 3 (ADD c2, ADD c3, DROP c2)", got-before)
+	}
+}

@@ -52,11 +52,17 @@ func newShardEnv(t *testing.T, task string) *shardEnv {
 // start creates, initialises and starts a sync unit of the task.
 func (e *shardEnv) start(t *testing.T) (*Syncer, *unittest.Run) {
 	t.Helper()
-	u, err := New(e.cfg, e.src, nil, NewMetrics(), zaptest.NewLogger(t))
+	return e.startWith(t, e.cfg, e.src)
+}
+
+// startWith is start for the subtask of another source.
+func (e *shardEnv) startWith(t *testing.T, cfg *config.SubTaskConfig, src *config.SourceConfig) (*Syncer, *unittest.Run) {
+	t.Helper()
+	u, err := New(cfg, src, nil, NewMetrics(), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := shardddl.New(e.etcd.Client(t), shardPrefix, e.cfg.Name, e.cfg.SourceID, zaptest.NewLogger(t))
+	c, err := shardddl.New(e.etcd.Client(t), shardPrefix, cfg.Name, cfg.SourceID, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
