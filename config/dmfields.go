@@ -30,12 +30,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		// from old checkpoints against the user's wish.
 		"remove-meta": {action: refuseIf, refuse: nonEmpty,
 			why: "use `dmctl task start --remove-meta FILE` instead (remove-meta in the task file is deprecated in DM)"},
-		// Without online-DDL handling, gh-ost/pt-osc shadow tables are
-		// replicated like any table the block-allow list lets through.
-		"online-ddl":                ignored,
-		"online-ddl-scheme":         ignored,
-		"shadow-table-rules":        ignored,
-		"trash-table-rules":         ignored,
 		"timezone":                  ignored, // timestamps are written in UTC sessions, which is exact
 		"ignore-checking-items":     ignored,
 		"enable-heartbeat":          ignored,

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
+
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -115,6 +117,12 @@ type StreamConfig struct {
 	// (default) or canal-json. (Format is fmt's method of the type.)
 	EventFormat string     `json:"format"`
 	Sink        SinkConfig `json:"sink"`
+	// OnlineDDL: gh-ost and pt-online-schema-change on the source give no
+	// events of their shadow and trash tables, and one DDL event of the
+	// real table at the cut-over (as a subtask's online-ddl).
+	OnlineDDL        bool     `json:"online-ddl,omitempty"`
+	ShadowTableRules []string `json:"shadow-table-rules,omitempty"`
+	TrashTableRules  []string `json:"trash-table-rules,omitempty"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -132,7 +140,17 @@ func (c *StreamConfig) Validate() error {
 		p.add("format", c.EventFormat, "must be debezium or canal-json")
 	}
 	c.Sink.validate(&p, "sink")
+	validateOnlineDDLRules(&p, c.ShadowTableRules, c.TrashTableRules)
 	return p.err()
+}
+
+// OnlineDDLRules are the rules naming the shadow and trash tables of
+// online schema changes, nil when online-ddl is off.
+func (c *StreamConfig) OnlineDDLRules() (*onlineddl.Rules, error) {
+	if !c.OnlineDDL {
+		return nil, nil
+	}
+	return onlineddl.NewRules(c.ShadowTableRules, c.TrashTableRules)
 }
 
 func (s *SinkConfig) validate(p *problems, path string) {

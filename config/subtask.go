@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
+)
 
 // Meta is a binlog location where incremental replication starts.
 type Meta struct {
@@ -175,15 +179,20 @@ type SubTaskConfig struct {
 	MetaSchema     string   `json:"meta-schema"`
 	CaseSensitive  bool     `json:"case-sensitive"`
 	// ShardMode is the task's shard mode (ShardPessimistic, ShardOptimistic, or "").
-	ShardMode                 string          `json:"shard-mode,omitempty"`
-	StrictOptimisticShardMode bool            `json:"strict-optimistic-shard-mode,omitempty"`
-	BAList                    BAList          `json:"block-allow-list"`
-	RouteRules                []RouteRule     `json:"route-rules,omitempty"`
-	FilterRules               []FilterRule    `json:"filter-rules,omitempty"`
-	Syncer                    SyncerConfig    `json:"syncer"`
-	Mydumper                  MydumperConfig  `json:"mydumper"`
-	Loader                    LoaderConfig    `json:"loader"`
-	Validator                 ValidatorConfig `json:"validator"`
+	ShardMode                 string `json:"shard-mode,omitempty"`
+	StrictOptimisticShardMode bool   `json:"strict-optimistic-shard-mode,omitempty"`
+	// OnlineDDL handles gh-ost and pt-online-schema-change on the source:
+	// see OnlineDDLRules.
+	OnlineDDL        bool            `json:"online-ddl,omitempty"`
+	ShadowTableRules []string        `json:"shadow-table-rules,omitempty"`
+	TrashTableRules  []string        `json:"trash-table-rules,omitempty"`
+	BAList           BAList          `json:"block-allow-list"`
+	RouteRules       []RouteRule     `json:"route-rules,omitempty"`
+	FilterRules      []FilterRule    `json:"filter-rules,omitempty"`
+	Syncer           SyncerConfig    `json:"syncer"`
+	Mydumper         MydumperConfig  `json:"mydumper"`
+	Loader           LoaderConfig    `json:"loader"`
+	Validator        ValidatorConfig `json:"validator"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -208,6 +217,7 @@ func (c *SubTaskConfig) validate(p *problems) {
 	c.TargetDatabase.validate(p, "target-database")
 	validateMetaSchema(p, "meta-schema", c.MetaSchema)
 	validateShardMode(p, c.ShardMode, c.StrictOptimisticShardMode)
+	validateOnlineDDLRules(p, c.ShadowTableRules, c.TrashTableRules)
 	c.BAList.validate(p, "block-allow-list")
 	for i := range c.RouteRules {
 		c.RouteRules[i].validate(p, index("route-rules", i))
@@ -236,5 +246,29 @@ func validateShardMode(p *problems, mode string, strict bool) {
 	}
 	if strict && mode != ShardOptimistic {
 		p.add("strict-optimistic-shard-mode", "true", "belongs to shard-mode: optimistic; remove it")
+	}
+}
+
+// OnlineDDLRules are the rules naming the shadow and trash tables of
+// online schema changes, nil when online-ddl is off.
+func (c *SubTaskConfig) OnlineDDLRules() (*onlineddl.Rules, error) {
+	if !c.OnlineDDL {
+		return nil, nil
+	}
+	return onlineddl.NewRules(c.ShadowTableRules, c.TrashTableRules)
+}
+
+// validateOnlineDDLRules checks shadow-table-rules and trash-table-rules:
+// regular expressions whose first group is the real table's name.
+func validateOnlineDDLRules(p *problems, shadow, trash []string) {
+	for _, set := range []struct {
+		path  string
+		rules []string
+	}{{"shadow-table-rules", shadow}, {"trash-table-rules", trash}} {
+		for i, r := range set.rules {
+			if _, err := onlineddl.CompileRule(r); err != nil {
+				p.add(index(set.path, i), r, err.Error())
+			}
+		}
 	}
 }

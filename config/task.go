@@ -42,18 +42,26 @@ type TaskConfig struct {
 	// ShardMode coordinates the DDL of the upstream tables a route merges
 	// into one target table (ShardPessimistic; "" for none). IsSharding
 	// is DM's old spelling of pessimistic.
-	ShardMode                 string                     `json:"shard-mode,omitempty"`
-	IsSharding                bool                       `json:"is-sharding,omitempty"`
-	StrictOptimisticShardMode bool                       `json:"strict-optimistic-shard-mode,omitempty"`
-	TargetDatabase            DBConfig                   `json:"target-database"`
-	MySQLInstances            []MySQLInstance            `json:"mysql-instances"`
-	BAList                    map[string]BAList          `json:"block-allow-list,omitempty"`
-	Routes                    map[string]RouteRule       `json:"routes,omitempty"`
-	Filters                   map[string]FilterRule      `json:"filters,omitempty"`
-	Syncers                   map[string]SyncerConfig    `json:"syncers,omitempty"`
-	Mydumpers                 map[string]MydumperConfig  `json:"mydumpers,omitempty"`
-	Loaders                   map[string]LoaderConfig    `json:"loaders,omitempty"`
-	Validators                map[string]ValidatorConfig `json:"validators,omitempty"`
+	ShardMode                 string `json:"shard-mode,omitempty"`
+	IsSharding                bool   `json:"is-sharding,omitempty"`
+	StrictOptimisticShardMode bool   `json:"strict-optimistic-shard-mode,omitempty"`
+	// OnlineDDL handles gh-ost and pt-online-schema-change on the source
+	// (pkg/onlineddl); OnlineDDLScheme (gh-ost or pt) is DM's deprecated
+	// form of it. The rules name the shadow and trash tables (DM's
+	// defaults when empty).
+	OnlineDDL        bool                       `json:"online-ddl,omitempty"`
+	OnlineDDLScheme  string                     `json:"online-ddl-scheme,omitempty"`
+	ShadowTableRules []string                   `json:"shadow-table-rules,omitempty"`
+	TrashTableRules  []string                   `json:"trash-table-rules,omitempty"`
+	TargetDatabase   DBConfig                   `json:"target-database"`
+	MySQLInstances   []MySQLInstance            `json:"mysql-instances"`
+	BAList           map[string]BAList          `json:"block-allow-list,omitempty"`
+	Routes           map[string]RouteRule       `json:"routes,omitempty"`
+	Filters          map[string]FilterRule      `json:"filters,omitempty"`
+	Syncers          map[string]SyncerConfig    `json:"syncers,omitempty"`
+	Mydumpers        map[string]MydumperConfig  `json:"mydumpers,omitempty"`
+	Loaders          map[string]LoaderConfig    `json:"loaders,omitempty"`
+	Validators       map[string]ValidatorConfig `json:"validators,omitempty"`
 	// CleanDumpFile is DM's task-level switch for removing dump files after
 	// a successful load; it applies to every instance whose loader does not
 	// set cleanup-dump-file itself. Omitted means true.
@@ -85,6 +93,12 @@ func (c *TaskConfig) Validate() error {
 	validateTaskMode(&p, "task-mode", c.TaskMode)
 	validateMetaSchema(&p, "meta-schema", c.MetaSchema)
 	validateShardMode(&p, c.shardMode(), c.StrictOptimisticShardMode)
+	switch strings.ToLower(c.OnlineDDLScheme) {
+	case "", "gh-ost", "pt":
+	default:
+		p.add("online-ddl-scheme", c.OnlineDDLScheme, `want "gh-ost" or "pt" (deprecated in DM: use online-ddl: true, which handles both)`)
+	}
+	validateOnlineDDLRules(&p, c.ShadowTableRules, c.TrashTableRules)
 	c.TargetDatabase.validate(&p, "target-database")
 
 	validateNamed(&p, "block-allow-list", c.BAList)
@@ -196,6 +210,8 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 		st.CaseSensitive = c.CaseSensitive
 		st.ShardMode = c.shardMode()
 		st.StrictOptimisticShardMode = c.StrictOptimisticShardMode
+		st.OnlineDDL = c.OnlineDDL || c.OnlineDDLScheme != ""
+		st.ShadowTableRules, st.TrashTableRules = slices.Clone(c.ShadowTableRules), slices.Clone(c.TrashTableRules)
 		if inst.BAListName != "" {
 			st.BAList = c.BAList[inst.BAListName].clone()
 		}

@@ -325,8 +325,11 @@ mysql-instances:
 	if err := c.Validate(); err != nil {
 		t.Fatalf("DM fields must validate: %v", err)
 	}
-	if want := []string{"collation_compatible", "ignore-checking-items", "online-ddl", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
+	if want := []string{"collation_compatible", "ignore-checking-items", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
 		t.Errorf("ignored fields %v, want %v", c.Notes.Ignored, want)
+	}
+	if !c.OnlineDDL {
+		t.Error("online-ddl: true was not read")
 	}
 }
 
@@ -360,6 +363,38 @@ func TestTaskConfigShardMode(t *testing.T) {
 		_, _, err := CheckTaskConfig([]byte(base + tt.add))
 		if err == nil || !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("%q: want an error naming %s that says %q, got %v", tt.add, tt.field, tt.says, err)
+		}
+	}
+}
+
+func TestTaskConfigOnlineDDL(t *testing.T) {
+	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1}]\n"
+	for _, tt := range []struct {
+		add  string
+		want bool
+	}{{"", false}, {"online-ddl: true\n", true}, {"online-ddl-scheme: gh-ost\n", true}, {"online-ddl-scheme: pt\n", true}} {
+		_, subs, err := CheckTaskConfig([]byte(base + tt.add))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.add, err)
+		}
+		if subs[0].OnlineDDL != tt.want {
+			t.Errorf("%q: online-ddl %v, want %v", tt.add, subs[0].OnlineDDL, tt.want)
+		}
+	}
+	_, subs, err := CheckTaskConfig([]byte(base + "online-ddl: true\nshadow-table-rules: ['^(.+)_s$']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := subs[0].OnlineDDLRules(); err != nil || r == nil {
+		t.Fatalf("rules %v, %v", r, err)
+	}
+	for _, tt := range []struct{ add, field string }{
+		{"online-ddl-scheme: osc\n", "online-ddl-scheme"},
+		{"online-ddl: true\nshadow-table-rules: ['^_t_gho$']\n", "shadow-table-rules[0]"},
+		{"online-ddl: true\ntrash-table-rules: ['(']\n", "trash-table-rules[0]"},
+	} {
+		if _, _, err := CheckTaskConfig([]byte(base + tt.add)); err == nil || !strings.Contains(err.Error(), tt.field) {
+			t.Errorf("%q: want an error naming %s, got %v", tt.add, tt.field, err)
 		}
 	}
 }
