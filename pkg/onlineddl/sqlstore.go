@@ -27,7 +27,7 @@ func TableName(task string) string {
 // target, one row per real table:
 //
 //	`<meta-schema>`.`<task>_onlineddl` (source, schema_name, real_table,
-//	shadow_table, stmts JSON [{"at","sql"}], updated_at)
+//	shadow_table, stmts JSON [{"at","sql"}], cut_at, updated_at)
 type SQLStore struct {
 	db            *sql.DB
 	table, source string
@@ -44,7 +44,7 @@ func NewSQLStore(db *sql.DB, schema, task, source string) *SQLStore {
 func (s *SQLStore) Prepare(ctx context.Context) error {
 	_, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+s.table+` (
   source VARCHAR(128) NOT NULL, schema_name VARCHAR(64) NOT NULL, real_table VARCHAR(64) NOT NULL,
-  shadow_table VARCHAR(64) NOT NULL, stmts LONGTEXT NOT NULL,
+  shadow_table VARCHAR(64) NOT NULL, stmts LONGTEXT NOT NULL, cut_at VARCHAR(300) NOT NULL DEFAULT '',
   updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
   PRIMARY KEY (source, schema_name, real_table))`)
 	if err != nil {
@@ -55,7 +55,7 @@ func (s *SQLStore) Prepare(ctx context.Context) error {
 
 // Load reads the source's records.
 func (s *SQLStore) Load(ctx context.Context) (out []Record, err error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT schema_name, real_table, shadow_table, stmts FROM "+s.table+" WHERE source = ?", s.source)
+	rows, err := s.db.QueryContext(ctx, "SELECT schema_name, real_table, shadow_table, stmts, cut_at FROM "+s.table+" WHERE source = ?", s.source)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", s.table, err)
 	}
@@ -63,7 +63,7 @@ func (s *SQLStore) Load(ctx context.Context) (out []Record, err error) {
 	for rows.Next() {
 		var r Record
 		var stmts string
-		if err := rows.Scan(&r.Schema, &r.Real, &r.Shadow, &stmts); err != nil {
+		if err := rows.Scan(&r.Schema, &r.Real, &r.Shadow, &stmts, &r.CutAt); err != nil {
 			return nil, fmt.Errorf("read %s: %w", s.table, err)
 		}
 		if err := json.Unmarshal([]byte(stmts), &r.Stmts); err != nil {
@@ -84,8 +84,8 @@ func (s *SQLStore) Put(ctx context.Context, r Record) error {
 	if r.Stmts == nil {
 		stmts = []byte("[]")
 	}
-	_, err = s.db.ExecContext(ctx, "REPLACE INTO "+s.table+" (source, schema_name, real_table, shadow_table, stmts) VALUES (?,?,?,?,?)",
-		s.source, r.Schema, r.Real, r.Shadow, string(stmts))
+	_, err = s.db.ExecContext(ctx, "REPLACE INTO "+s.table+" (source, schema_name, real_table, shadow_table, stmts, cut_at) VALUES (?,?,?,?,?,?)",
+		s.source, r.Schema, r.Real, r.Shadow, string(stmts), r.CutAt)
 	return err
 }
 

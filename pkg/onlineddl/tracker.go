@@ -24,6 +24,10 @@ type Stmt struct {
 type Record struct {
 	Schema, Real, Shadow string
 	Stmts                []Stmt
+	// CutAt is the binlog location of the cut-over once it ran (Done):
+	// the record stays for a replay of that event, and a later cut-over
+	// of the real table without a new CREATE of its shadow is refused.
+	CutAt string
 }
 
 // Store keeps the records across restarts. Put replaces the record of its
@@ -47,7 +51,7 @@ const (
 	// Recorded: a DDL of a shadow table, recorded for the cut-over.
 	Recorded
 	// CutOver: the shadow table replaced its real table: run Stmts on the
-	// real table (they name it), then call Tracker.Done.
+	// real table (they name it), then call Tracker.Done with the location.
 	CutOver
 )
 
@@ -92,7 +96,9 @@ func (t *Tracker) Rules() *Rules { return t.rules }
 func (t *Tracker) Pending() []Record {
 	out := make([]Record, 0, len(t.records))
 	for _, r := range t.records {
-		out = append(out, *r)
+		if r.CutAt == "" {
+			out = append(out, *r)
+		}
 	}
 	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Schema+"."+a.Real, b.Schema+"."+b.Real) })
 	return out
@@ -168,7 +174,7 @@ func (t *Tracker) Statement(ctx context.Context, schema string, node ast.StmtNod
 				"skip it with handle-error and drop the other tables on the target by hand (%s)", restoreOr(node))}
 		}
 	case *ast.RenameTableStmt:
-		return t.rename(ctx, schema, n)
+		return t.rename(schema, n, at)
 	}
 	return Action{Kind: Pass}, nil
 }
@@ -187,7 +193,7 @@ func (t *Tracker) shadowDDL(ctx context.Context, schema string, tn *ast.TableNam
 		return Action{Kind: Skip, Schema: db, Real: real, Why: "trash table " + qname(db, tbl) + " " + what}, nil
 	}
 	r, ok := t.records[recordKey{db, real}]
-	if !ok || r.Shadow != tbl {
+	if !ok || r.Shadow != tbl || r.CutAt != "" {
 		// Created before the task saw it: its earlier DDLs are unknown,
 		// and recording the later ones alone would apply half the change.
 		return Action{}, &Error{msg: fmt.Sprintf("online-ddl: DDL of shadow table %s, whose CREATE TABLE this task did not see "+
@@ -216,7 +222,7 @@ func (t *Tracker) shadowDDL(ctx context.Context, schema string, tn *ast.TableNam
 // rename handles RENAME TABLE: the cut-over (the real table to a trash
 // name, its shadow to the real name, in one statement or two), or a
 // rename the tools never make.
-func (t *Tracker) rename(ctx context.Context, schema string, n *ast.RenameTableStmt) (Action, error) {
+func (t *Tracker) rename(schema string, n *ast.RenameTableStmt, at string) (Action, error) {
 	var cut *Record
 	online, plain := 0, 0
 	var why []string
@@ -241,7 +247,7 @@ func (t *Tracker) rename(ctx context.Context, schema string, n *ast.RenameTableS
 			continue
 		case ok == Shadow && nk == Real && odb == ndb && oreal == nw:
 			r := t.records[recordKey{odb, oreal}]
-			if r == nil || r.Shadow != old {
+			if r == nil || r.Shadow != old || (r.CutAt != "" && r.CutAt != at) {
 				return Action{}, &Error{msg: fmt.Sprintf("online-ddl: cut-over of %s (RENAME %s TO %s), but this task did not see the shadow "+
 					"table's CREATE TABLE and DDLs (it started while the online schema change ran): the target's %s would miss them. "+
 					"Run the tool's ALTER on the target's %s by hand, then skip this RENAME with handle-error",
@@ -280,9 +286,15 @@ func (t *Tracker) rename(ctx context.Context, schema string, n *ast.RenameTableS
 		Why: fmt.Sprintf("cut-over of %s: shadow table %s renamed to it", qname(cut.Schema, cut.Real), qname(cut.Schema, cut.Shadow))}, nil
 }
 
-// Done forgets the record of a real table once its cut-over ran.
-func (t *Tracker) Done(ctx context.Context, schema, real string) error {
-	return t.delete(ctx, schema, real)
+// Done records that the cut-over of schema.real read at location at ran.
+func (t *Tracker) Done(ctx context.Context, schema, real, at string) error {
+	r, ok := t.records[recordKey{schema, real}]
+	if !ok || r.CutAt == at {
+		return nil
+	}
+	next := *r
+	next.CutAt = at
+	return t.put(ctx, next)
 }
 
 func (t *Tracker) put(ctx context.Context, r Record) error {

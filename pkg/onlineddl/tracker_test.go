@@ -75,11 +75,21 @@ func TestGhostSequence(t *testing.T) {
 	if len(st.Records) != 1 {
 		t.Fatalf("records %v", st.Records)
 	}
-	if err := tr.Done(context.Background(), "shop", "orders"); err != nil {
+	if err := tr.Done(context.Background(), "shop", "orders", "pos-3"); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Records) != 0 {
-		t.Fatalf("records left after Done: %v", st.Records)
+	if len(tr.Pending()) != 0 {
+		t.Fatalf("pending after Done: %v", tr.Pending())
+	}
+	// A replay of the cut-over event is the cut-over again; a later one
+	// without a new shadow is refused.
+	p := parser.New()
+	nodes, _, _ := p.Parse("RENAME TABLE `shop`.`orders` TO `shop`.`_orders_del`, `shop`.`_orders_gho` TO `shop`.`orders`", "", "")
+	if a, err := tr.Statement(context.Background(), "shop", nodes[0], "pos-3"); err != nil || a.Kind != CutOver {
+		t.Fatalf("replayed cut-over: %+v %v", a, err)
+	}
+	if _, err := tr.Statement(context.Background(), "shop", nodes[0], "pos-9"); err == nil {
+		t.Fatal("a second cut-over without a new shadow table passed")
 	}
 	as = feed(t, tr, "DROP TABLE IF EXISTS `shop`.`_orders_del`", "DROP TABLE IF EXISTS `shop`.`_orders_ghc`", "INSERT INTO shop.orders VALUES (1)")
 	if want := []ActionKind{Skip, Skip, Pass}; !slices.Equal(kinds(as), want) {
