@@ -71,10 +71,14 @@ func (s *Syncer) UseShardDDL(c *shardddl.Coordinator) { s.shardCoord = c }
 func (s *Syncer) ShardDDL() *unit.ShardDDLStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.prog.shard == nil {
+	cur := s.prog.shard
+	if cur == nil {
+		cur = s.prog.shardConflict
+	}
+	if cur == nil {
 		return nil
 	}
-	st := *s.prog.shard
+	st := *cur
 	st.DDLs = slices.Clone(st.DDLs)
 	st.WaitingFor = slices.Clone(st.WaitingFor)
 	return &st

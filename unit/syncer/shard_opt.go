@@ -283,7 +283,22 @@ func (sr *shardRun) optDDL(ctx context.Context, d *ddlApplier, h *heldTable, op 
 	if err != nil {
 		return false, sr.coordError(err, "report the DDL of %s to its optimistic lock", h.source)
 	}
-	return sr.optAct(ctx, d, h, st)
+	done, err = sr.optAct(ctx, d, h, st)
+	if err == nil {
+		sr.clearConflict(st.ID)
+	}
+	return done, err
+}
+
+// clearConflict forgets the conflict of lock id shown since a run paused
+// at it, once a run passed (or holds) the DDL.
+func (sr *shardRun) clearConflict(id string) {
+	s := sr.r.s
+	s.mu.Lock()
+	if c := s.prog.shardConflict; c != nil && c.Lock == id {
+		s.prog.shardConflict = nil
+	}
+	s.mu.Unlock()
 }
 
 // optAct does what st asks of table h at its DDL; done is true when the
@@ -315,6 +330,11 @@ func (sr *shardRun) optAct(ctx context.Context, d *ddlApplier, h *heldTable, st 
 			return false, nil
 		case shardddl.RoleConflict:
 			d.unit.setStuck(&stuckDDL{start: h.start, end: h.end})
+			s := sr.r.s
+			s.mu.Lock()
+			s.prog.shardConflict = &unit.ShardDDLStatus{Lock: st.ID, State: "conflict", DDLs: slices.Clone(h.reported),
+				WaitingFor: []unit.ShardMember{}, Conflict: st.Conflict}
+			s.mu.Unlock()
 			return false, errs.New(CodeShardDDLConflict, false, "sync: shard DDL of %s at binlog %s conflicts in lock %s: %s",
 				h.source, h.start, st.ID, st.Conflict)
 		default:

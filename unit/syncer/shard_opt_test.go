@@ -231,6 +231,9 @@ func TestShardOptimisticConflictPauses(t *testing.T) {
 	if got := mergedAlters(t, e); got != before {
 		t.Fatalf("%d ALTERs ran for a conflicting DDL", got-before)
 	}
+	if st := u.ShardDDL(); st == nil || st.State != "conflict" || !strings.Contains(st.Conflict, "MODIFY") {
+		t.Errorf("shard-ddl of the paused unit: %+v, want its conflict", st)
+	}
 	if err := u.HandleError(context.Background(), unit.HandleErrorRequest{Op: unit.HandleErrorReplace,
 		SQLs: []string{"ALTER TABLE merged.t MODIFY COLUMN v VARCHAR(40) NOT NULL"}}); err != nil {
 		t.Fatal(err)
@@ -247,6 +250,9 @@ func TestShardOptimisticConflictPauses(t *testing.T) {
 		}
 		return nil
 	})
+	if st := u.ShardDDL(); st != nil {
+		t.Errorf("shard-ddl after the conflict was replaced: %+v", st)
+	}
 	var typ string
 	if err := e.dstDB.QueryRow("SELECT COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'merged' AND TABLE_NAME = 't' " +
 		"AND COLUMN_NAME = 'v'").Scan(&typ); err != nil || typ != "varchar(40)" {

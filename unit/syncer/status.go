@@ -65,6 +65,9 @@ type progress struct {
 	// its table began to wait.
 	shard      *unit.ShardDDLStatus
 	shardSince time.Time
+	// shardConflict is the optimistic lock whose conflict paused the
+	// unit: shown while no run shows a lock, until a run passes the DDL.
+	shardConflict *unit.ShardDDLStatus
 	// read is the location read so far and applied the newest location
 	// all of whose changes are on the target (SyncProgress).
 	read, applied binlog.Location
