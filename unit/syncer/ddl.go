@@ -96,6 +96,9 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 			zap.Stringer("binlog", start), zap.String("sql", clipSQL(query)))
 		return r.endStatement()
 	}
+	if handled, err := d.online(ctx, e, query, start, end); handled {
+		return err
+	}
 	stmts, err := d.translator.translate(string(e.Schema), query)
 	if err != nil {
 		d.unit.setStuck(&stuckDDL{start: start, end: end})

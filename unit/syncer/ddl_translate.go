@@ -54,6 +54,15 @@ func (x *ddlTranslator) translate(schema, query string) ([]targetDDL, error) {
 	return out, nil
 }
 
+// parse parses a query event's text.
+func (x *ddlTranslator) parse(query string) ([]ast.StmtNode, error) {
+	if x.parser == nil {
+		x.parser = parser.New()
+	}
+	nodes, _, err := x.parser.Parse(query, "", "")
+	return nodes, err
+}
+
 // tableNames collects every table name of a statement.
 type tableNames struct{ names []*ast.TableName }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 )
 
 // idleTick is how long the read loop waits for an event before it does its
@@ -47,7 +48,8 @@ type reader struct {
 	disp   *dispatcher
 	tables *tableCache
 	ddl    *ddlApplier
-	shard  *shardRun // nil without shard DDL coordination
+	shard  *shardRun          // nil without shard DDL coordination
+	online *onlineddl.Tracker // nil without online-ddl
 
 	// tr follows the read location and the last transaction boundary.
 	tr *binlog.Tracker
@@ -117,6 +119,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 		r.silence = upstream.SilenceLimit
 	}
 	loopErr := r.startShard(runCtx)
+	if loopErr == nil {
+		loopErr = r.startOnlineDDL(runCtx)
+	}
 	if loopErr == nil {
 		loopErr = r.loop(runCtx, stream)
 	}
@@ -423,7 +428,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		return nil
 	}
 	schema, table := string(e.Table.Schema), string(e.Table.Table)
-	if !r.s.filter.TableAllowed(schema, table) {
+	if !r.s.filter.TableAllowed(schema, table) || r.skipsOnlineRows(table) {
 		return nil
 	}
 	src := tableName{Schema: schema, Table: table}
