@@ -90,6 +90,21 @@ type shardOptions struct {
 	isSharding bool
 	// workerArgs are more flags of the workers (after the harness's).
 	workerArgs []string
+	// optimistic runs the task in `shard-mode: optimistic` (pessimistic
+	// otherwise); strict adds `strict-optimistic-shard-mode: true`.
+	optimistic, strict bool
+	// extraColumns are more columns of every shard (and of shardDB.t when
+	// the test creates it) after shardTableDDL's, as SQL writes them after
+	// a comma ("c2 INT NULL, d INT NULL").
+	extraColumns string
+}
+
+// tableDDL is the shards' definition: shardTableDDL with extraColumns.
+func (o shardOptions) tableDDL() string {
+	if o.extraColumns == "" {
+		return shardTableDDL
+	}
+	return strings.TrimSuffix(shardTableDDL, ")") + ", " + o.extraColumns + ")"
 }
 
 // shardEnv is the shard merge cluster.
@@ -113,8 +128,8 @@ const shardTableDDL = "(id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL, v VARCHA
 
 // startShardEnv starts two sources, a target (with the general log on, to
 // count the DDLs it runs), an etcd and two workers, creates the shards,
-// binds mysql-0i to wi and starts shardTask in pessimistic shard mode;
-// it returns once both subtasks sync.
+// binds mysql-0i to wi and starts shardTask in pessimistic shard mode (or
+// optimistic, as o says); it returns once both subtasks sync.
 func startShardEnv(t *testing.T, o shardOptions) *shardEnv {
 	t.Helper()
 	e := &shardEnv{t: t, c: newEtcdCluster(t),
@@ -140,7 +155,7 @@ func startShardEnv(t *testing.T, o shardOptions) *shardEnv {
 		mariadbtest.MustExec(t, db, "CREATE DATABASE shard_1", "CREATE DATABASE shard_2")
 		for _, s := range e.shards {
 			if s.src == src {
-				mariadbtest.MustExec(t, db, "CREATE TABLE "+s.name()+" "+shardTableDDL)
+				mariadbtest.MustExec(t, db, "CREATE TABLE "+s.name()+" "+o.tableDDL())
 			}
 		}
 		if o.uTables && src == 0 {
@@ -156,7 +171,7 @@ func startShardEnv(t *testing.T, o shardOptions) *shardEnv {
 			}
 		}
 	} else {
-		mariadbtest.MustExec(t, e.tgtDB, "CREATE DATABASE "+shardDB, "CREATE TABLE "+shardDB+".t "+shardTableDDL)
+		mariadbtest.MustExec(t, e.tgtDB, "CREATE DATABASE "+shardDB, "CREATE TABLE "+shardDB+".t "+o.tableDDL())
 		if o.uTables {
 			mariadbtest.MustExec(t, e.tgtDB, "CREATE TABLE "+shardDB+".u (id INT NOT NULL PRIMARY KEY, a INT NOT NULL)")
 		}
@@ -196,6 +211,12 @@ checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
 	shardMode := "shard-mode: pessimistic"
 	if o.isSharding {
 		shardMode = "is-sharding: true"
+	}
+	if o.optimistic {
+		shardMode = "shard-mode: optimistic"
+	}
+	if o.strict {
+		shardMode += "\nstrict-optimistic-shard-mode: true"
 	}
 	e.c.ok("task", "start", writeFile(t, "shard-task.yaml", fmt.Sprintf(`name: %s
 task-mode: %s
