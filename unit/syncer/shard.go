@@ -242,13 +242,17 @@ func (s *Syncer) shardGroups(ctx context.Context) (map[tableName][]tableName, er
 		return nil, errs.Wrap(err, CodeShardDDL, "sync: list the source's tables for the sharding groups")
 	}
 	groups := map[tableName][]tableName{}
+	online, err := s.cfg.OnlineDDLRules()
+	if err != nil {
+		return nil, errors.Join(errs.New(CodeConfig, false, "sync: task %q: %w", s.cfg.Name, err), rows.Close())
+	}
 	for rows.Next() {
 		var t tableName
 		if err := rows.Scan(&t.Schema, &t.Table); err != nil {
 			return nil, errors.Join(errs.Wrap(err, CodeShardDDL, "sync: list the source's tables"), rows.Close())
 		}
-		if !s.filter.TableAllowed(t.Schema, t.Table) {
-			continue
+		if !s.filter.TableAllowed(t.Schema, t.Table) || online.Online(t.Table) {
+			continue // an online schema change's shadow or trash table is no shard
 		}
 		target := s.router.Route(t.Schema, t.Table)
 		groups[target] = append(groups[target], t)
