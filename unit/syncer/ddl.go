@@ -34,8 +34,10 @@ type ddlApplier struct {
 	unit       ddlErrorState // where a failed DDL is recorded and handle-error taken from
 	ddls       *atomic.Uint64
 	skipped    *atomic.Uint64 // statements ddlkind skips
-	metrics    *unitMetrics
-	logger     *zap.Logger
+	// skippedKinds are the kinds of skipped statements logged at Info.
+	skippedKinds map[ddlkind.Kind]bool
+	metrics      *unitMetrics
+	logger       *zap.Logger
 }
 
 // ddlErrorState is the unit state a ddlApplier reports a failed DDL to and
@@ -51,16 +53,17 @@ func (s *Syncer) newDDLApplier(r *reader) *ddlApplier {
 	tr := newDDLTranslator(s.filter, s.events, s.router)
 	tr.normalize = s.cfg.ShardMode != ""
 	return &ddlApplier{
-		r:          r,
-		translator: tr,
-		target:     s.target,
-		disp:       r.disp,
-		tables:     r.tables,
-		unit:       s,
-		ddls:       &s.stats.ddls,
-		skipped:    &s.stats.skippedDDLs,
-		metrics:    s.metrics,
-		logger:     s.logger,
+		r:            r,
+		translator:   tr,
+		target:       s.target,
+		disp:         r.disp,
+		tables:       r.tables,
+		unit:         s,
+		ddls:         &s.stats.ddls,
+		skipped:      &s.stats.skippedDDLs,
+		skippedKinds: map[ddlkind.Kind]bool{},
+		metrics:      s.metrics,
+		logger:       s.logger,
 	}
 }
 
@@ -92,8 +95,14 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 		// writes are already rows of the binlog), and never parsed (the
 		// parser knows no CREATE TRIGGER).
 		d.skipped.Add(1)
-		d.logger.Info("sync unit skips a statement that is not replicated", zap.String("kind", string(kind)),
-			zap.Stringer("binlog", start), zap.String("sql", clipSQL(query)))
+		log := d.logger.Debug
+		if !d.skippedKinds[kind] {
+			// Once per kind and run at Info: a tool's triggers come in dozens.
+			d.skippedKinds[kind] = true
+			log = d.logger.Info
+		}
+		log("sync unit skips a statement that is not replicated (further ones of this kind are logged at debug level)",
+			zap.String("kind", string(kind)), zap.Stringer("binlog", start), zap.String("sql", clipSQL(query)))
 		return r.endStatement()
 	}
 	if handled, err := d.online(ctx, e, query, start, end); handled {
