@@ -41,6 +41,8 @@ const (
 	// shardIsolationEnv, when set (READ-COMMITTED, ...), is the targets' transaction-isolation
 	// (default: the server's, REPEATABLE-READ): an experiment on the target's gap locks.
 	shardIsolationEnv = "BENCH_SHARD_TARGET_ISOLATION"
+	// shardModeEnv is the merged run's shard-mode (default pessimistic; optimistic too).
+	shardModeEnv = "BENCH_SHARD_MODE"
 
 	shardTask = "bench-shard"
 	// shardCount is the number of upstream shard tables, whatever the topology.
@@ -100,6 +102,19 @@ type shardSetup struct {
 	committed int64
 	checksum  map[string]string
 	aggregate map[string]string
+}
+
+// shardMode reads BENCH_SHARD_MODE.
+func shardMode(t *testing.T) string {
+	switch m := os.Getenv(shardModeEnv); m {
+	case "", "pessimistic":
+		return "pessimistic"
+	case "optimistic":
+		return m
+	default:
+		t.Fatalf("%s=%q: want pessimistic or optimistic", shardModeEnv, m)
+		return ""
+	}
 }
 
 // shardSourceCount reads BENCH_SHARD_SOURCES.
@@ -364,7 +379,7 @@ func (st *shardSetup) putTask(t *testing.T, cli *clientv3.Client, prefix string,
 			"target-database":  m{"host": tgt.Host(), "port": tgt.Port(), "user": mariadbtest.RootUser, "password": ""},
 			"block-allow-list": m{"do-dbs": []string{"shard_*"}}}
 		if merged {
-			sub["shard-mode"] = "pessimistic"
+			sub["shard-mode"] = shardMode(t)
 			sub["route-rules"] = []m{{"schema-pattern": "shard_*", "table-pattern": "sbtest*", "target-schema": "merged", "target-table": "sbtest"}}
 		}
 		ops = append(ops,
