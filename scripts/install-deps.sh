@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs and is missing: the MariaDB server and client programs and
 # nats-server (Debian packages, never started as a service by us and never used by the tests,
-# which start their own servers) and failpoint-ctl (go install). With --bench also sysbench and
+# which start their own servers), percona-toolkit (Debian's package: pt-online-schema-change,
+# which the online-DDL tests run against their own source) and failpoint-ctl (go install). With --bench also sysbench and
 # mydumper (Debian's package, which provides mydumper and myloader).
 # Idempotent: installs only what is missing and says what it did. Runs as root, or uses sudo.
 set -euo pipefail
@@ -101,6 +102,18 @@ else
 fi
 nats_bin=$(command -v nats-server 2>/dev/null || echo /usr/sbin/nats-server)
 say "$("$nats_bin" --version)"
+
+# pt-online-schema-change (Debian's percona-toolkit), which the online schema change tests run
+# against a test source (issue 26).
+if have pt-online-schema-change; then
+	say "pt-online-schema-change: already installed"
+else
+	apt_install percona-toolkit
+	have pt-online-schema-change || die "pt-online-schema-change is still missing after installing percona-toolkit"
+	did+=("installed percona-toolkit")
+fi
+ptosc_bin=$(command -v pt-online-schema-change 2>/dev/null || echo /usr/bin/pt-online-schema-change)
+say "$("$ptosc_bin" --version)"
 
 # sysbench, for `make bench` comparisons.
 if [ "$bench" -eq 1 ]; then

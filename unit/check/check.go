@@ -12,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/fkeys"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 )
 
 // Time bounds of Run.
@@ -91,14 +92,20 @@ type run struct {
 	tables  *filter.Tables
 	router  *filter.Router
 	budgets Budgets // where the connections come from
+	// osc names the shadow and trash tables of online schema changes (nil:
+	// online-ddl is off, or its rules are wrong: oscErr).
+	osc    *onlineddl.Rules
+	oscErr error
 }
 
 func newRun(cfg *config.SubTaskConfig, src *config.SourceConfig) *run {
 	cs := cfg.CaseSensitive || src.CaseSensitive
+	osc, oscErr := cfg.OnlineDDLRules()
 	return &run{
 		cfg: cfg, src: src, mode: strings.ToLower(cfg.TaskMode), cs: cs,
 		tables: filter.NewTables(cfg.BAList, cs),
 		router: filter.NewRouter(cfg.RouteRules, cfg.SourceID, cs),
+		osc:    osc, oscErr: oscErr,
 	}
 }
 
@@ -183,6 +190,7 @@ func (c *run) checkSource(ctx context.Context, l *items) ([]*table, []fkeys.Key)
 	}
 	c.checkSelected(s, tables, g, l)
 	c.checkShards(s, tables, l)
+	c.checkOnlineDDL(ctx, s, l)
 	if !c.syncs() {
 		return tables, nil
 	}

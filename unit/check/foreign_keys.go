@@ -20,7 +20,7 @@ import (
 // definition) is not.
 func (c *run) checkForeignKeys(ctx context.Context, s *server, srcKeys []fkeys.Key, l *items) {
 	sel := fkeys.Selection{
-		Allowed: func(t filter.TableName) bool { return c.tables.TableAllowed(t.Schema, t.Table) },
+		Allowed: func(t filter.TableName) bool { return c.selected(t.Schema, t.Table) },
 		Route:   func(t filter.TableName) filter.TableName { return c.router.Route(t.Schema, t.Table) },
 	}
 	cascading := 0

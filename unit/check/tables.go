@@ -32,8 +32,8 @@ type column struct {
 	name, typ string
 }
 
-// readTables returns the selected base tables of the source with their
-// columns and whether they have a key, sorted by name.
+// readTables returns the selected base tables of the source (c.selected)
+// with their columns and whether they have a key, sorted by name.
 func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
 	byName := map[[2]string]*table{}
 	var out []*table
@@ -45,7 +45,7 @@ func (c *run) readTables(ctx context.Context, db *sql.DB) ([]*table, error) {
 			if err := rows.Scan(&schema, &name); err != nil {
 				return err
 			}
-			if c.tables.TableAllowed(schema, name) {
+			if c.selected(schema, name) {
 				t := &table{schema: schema, name: name}
 				byName[[2]string{schema, name}] = t
 				out = append(out, t)

@@ -19,6 +19,14 @@
 // the text protocol, so their text is Go's (no ZEROFILL padding, "1e+308"
 // for MariaDB's "1e308"): the same values, exactly.
 //
+// With online-ddl on, the shadow and trash tables of gh-ost and
+// pt-online-schema-change (config's shadow-table-rules and
+// trash-table-rules: `_t_gho`, `_t_new`, `_t_ghc`, `_t_del`, `_t_old`) are
+// never dumped, even where the block-allow list selects them, and each is
+// logged at Info with the table it belongs to: the sync unit never creates
+// them on the target. The rules are part of the fingerprint, so a dump
+// taken with online-ddl off is not reused with it on, nor the other way.
+//
 // DDL on the selected tables while the dump runs is not supported: table
 // definitions are read as they are when each table is reached, and a table
 // altered after the snapshot began fails its read (ER_TABLE_DEF_CHANGED);

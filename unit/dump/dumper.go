@@ -19,6 +19,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 	"github.com/dmworker/dm-worker/unit"
 )
 
@@ -47,6 +48,7 @@ type Dumper struct {
 	threads int
 	rows    int64
 	tables  *filter.Tables
+	osc     *onlineddl.Rules // nil: online-ddl is off
 	fp      string
 
 	// sources is the worker's budget of source connections
@@ -104,12 +106,19 @@ func New(cfg *config.SubTaskConfig, src *config.SourceConfig, dir string, m *Met
 		src: src, dir: dir, logger: logger, lockWait: defaultLockWait,
 		metrics: &unitMetrics{m: m, task: cfg.Name, source: cfg.SourceID},
 	}
-	d.configure(cfg)
+	if err := d.configure(cfg); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
 // configure installs cfg.
-func (d *Dumper) configure(cfg *config.SubTaskConfig) {
+func (d *Dumper) configure(cfg *config.SubTaskConfig) error {
+	osc, err := cfg.OnlineDDLRules()
+	if err != nil {
+		return errs.New(CodeDumpConfig, false, "dump: %w", err)
+	}
+	d.osc = osc
 	c := *cfg
 	d.cfg = &c
 	d.threads = c.Mydumper.Threads
@@ -120,6 +129,7 @@ func (d *Dumper) configure(cfg *config.SubTaskConfig) {
 	d.tables = filter.NewTables(c.BAList, c.CaseSensitive || d.src.CaseSensitive)
 	d.fp = Fingerprint(&c, d.src)
 	d.handsOver.Store(c.TaskMode == config.ModeAll)
+	return nil
 }
 
 func effectiveRows(cfg *config.SubTaskConfig) int64 {
@@ -130,34 +140,57 @@ func effectiveRows(cfg *config.SubTaskConfig) int64 {
 }
 
 // Parts of a fingerprint, in order, and what they name in a log line:
-// FingerprintBAList and FingerprintCase decide which tables a dump holds.
+// FingerprintBAList, FingerprintCase and FingerprintOnlineDDL decide which
+// tables a dump holds.
 const (
-	FingerprintBAList = "ba"
-	FingerprintCase   = "cs"
+	FingerprintBAList    = "ba"
+	FingerprintCase      = "cs"
+	FingerprintOnlineDDL = "osc"
 )
 
 // FingerprintParts are the parts of a fingerprint, in order.
-var FingerprintParts = []string{FingerprintBAList, FingerprintCase, "source", "rows"}
+var FingerprintParts = []string{FingerprintBAList, FingerprintCase, "source", "rows", FingerprintOnlineDDL}
 
 var fingerprintNames = map[string]string{
 	FingerprintBAList: "the block-allow list", FingerprintCase: "case sensitivity",
 	"source": "the source's endpoint (from.host/port)", "rows": "mydumper.rows",
+	FingerprintOnlineDDL: "online-ddl (or its shadow-table-rules and trash-table-rules)",
 }
 
 // Fingerprint sums what decides a dump's contents: the block-allow list,
-// case sensitivity, the source's endpoint and the chunk size
-// (mydumper.rows). Threads, routes and filters (applied by the load unit)
-// are not part of it. It reads "ba=<hash>;cs=<bool>;source=<host:port>;rows=<n>",
-// so that a log can say which part changed.
+// case sensitivity, the source's endpoint, the chunk size (mydumper.rows)
+// and, with online-ddl on, its table rules (the shadow and trash tables
+// are left out). Threads, routes and filters (applied by the load unit)
+// are not part of it. It reads
+// "ba=<hash>;cs=<bool>;source=<host:port>;rows=<n>[;osc=<hash>]", so that
+// a log can say which part changed; the osc part is there only with
+// online-ddl on, so a dump taken before online-ddl existed keeps its
+// fingerprint.
 func Fingerprint(cfg *config.SubTaskConfig, src *config.SourceConfig) string {
 	ba, err := json.Marshal(cfg.BAList)
 	if err != nil { // a struct of strings always encodes
 		panic("dump: encode block-allow list: " + err.Error())
 	}
 	sum := sha256.Sum256(ba)
-	return fmt.Sprintf("ba=%s;cs=%t;source=%s;rows=%d", hex.EncodeToString(sum[:8]),
+	fp := fmt.Sprintf("ba=%s;cs=%t;source=%s;rows=%d", hex.EncodeToString(sum[:8]),
 		cfg.CaseSensitive || src.CaseSensitive,
 		net.JoinHostPort(src.From.Host, strconv.Itoa(src.From.Port)), effectiveRows(cfg))
+	if cfg.OnlineDDL {
+		shadow, trash := cfg.ShadowTableRules, cfg.TrashTableRules
+		if len(shadow) == 0 {
+			shadow = []string{onlineddl.DefaultShadowRule}
+		}
+		if len(trash) == 0 {
+			trash = []string{onlineddl.DefaultTrashRule}
+		}
+		rules, err := json.Marshal([][]string{shadow, trash})
+		if err != nil { // slices of strings always encode
+			panic("dump: encode online-ddl rules: " + err.Error())
+		}
+		sum := sha256.Sum256(rules)
+		fp += ";" + FingerprintOnlineDDL + "=" + hex.EncodeToString(sum[:8])
+	}
+	return fp
 }
 
 // Type is unit.TypeDump.
@@ -239,8 +272,7 @@ func (d *Dumper) Update(_ context.Context, cfg *config.SubTaskConfig) error {
 	if fp := Fingerprint(cfg, d.src); fp != d.fp {
 		return fmt.Errorf("dump: %s: %w", fingerprintChange(d.fp, fp), unit.ErrUpdateUnsupported)
 	}
-	d.configure(cfg)
-	return nil
+	return d.configure(cfg)
 }
 
 // Close closes the source pool.

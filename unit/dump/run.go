@@ -106,7 +106,7 @@ func (d *Dumper) dump(ctx context.Context) error {
 		p.stage, p.dumpID, p.method, p.lockHeld = StageDumping, m.DumpID, snap.method, snap.held
 		p.start = snap.start
 	})
-	schemas, refs, err := selection(ctx, snap.readers[0], d.tables, d.logger)
+	schemas, refs, err := selection(ctx, snap.readers[0], d.tables, d.osc, d.logger)
 	if err != nil {
 		return err
 	}

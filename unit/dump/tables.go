@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 
 	"go.uber.org/zap"
@@ -11,6 +12,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/unit/dumpfile"
 )
@@ -29,8 +31,12 @@ func (t tableRef) quoted() string { return sqlschema.QuoteTable(t.schema, t.name
 // selection lists the schemas (with SHOW CREATE DATABASE) and base tables
 // the block-allow list selects, sorted by name. Views and sequences are
 // left out, and logged, and so are the system schemas whatever the list
-// says.
-func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *zap.Logger) ([]dumpfile.Schema, []tableRef, error) {
+// says. With online-ddl on (osc not nil) the shadow and trash tables of
+// gh-ost and pt-online-schema-change are left out too, each logged: the
+// sync unit never creates them on the target, and at a cut-over the real
+// table gets the shadow's DDLs instead.
+func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, osc *onlineddl.Rules,
+	log *zap.Logger) ([]dumpfile.Schema, []tableRef, error) {
 	var tables []tableRef
 	err := sqlschema.ScanAll(ctx, c, "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_TYPE, IFNULL(ENGINE, '') FROM information_schema.TABLES "+
 		"WHERE TABLE_SCHEMA NOT IN "+sqlschema.SystemSchemaList()+" ORDER BY TABLE_SCHEMA, TABLE_NAME", nil, func(r *sql.Rows) error {
@@ -41,6 +47,10 @@ func selection(ctx context.Context, c *sql.Conn, allowed *filter.Tables, log *za
 		}
 		switch {
 		case !allowed.TableAllowed(t.schema, t.name):
+		case osc.Online(t.name):
+			what, real := osc.Classify(t.name)
+			log.Info(fmt.Sprintf("the dump skips gh-ost/pt-osc table %s (%s of %s)", t.quoted(), what, sqlschema.QuoteName(real)),
+				zap.Stringer("table", t), zap.Stringer("kind", what), zap.String("real-table", real))
 		case kind == "BASE TABLE":
 			if !transactional[strings.ToLower(engine)] {
 				log.Warn("the table's engine is not transactional: the consistent snapshot does not cover it, "+

@@ -9,10 +9,10 @@
 //  1. reads the manifest and the unit's records in <meta-schema> on the
 //     target (tables named by package loadmeta): a finished load returns at
 //     once; a missing dump, a dump other than the one whose chunks the
-//     target already holds, or a dump taken under another block-allow list
-//     or case sensitivity (dump.Fingerprint) is a non-resumable load-dump
-//     error that says to clean the target and restart with `dmctl task
-//     start --remove-meta`;
+//     target already holds, or a dump taken under another block-allow list,
+//     case sensitivity or online-ddl setting (dump.Fingerprint) is a
+//     non-resumable load-dump error that says to clean the target and
+//     restart with `dmctl task start --remove-meta`;
 //  2. records load_status(dump_id, finished=0);
 //  3. creates each table's routed schema and table (route rules merge
 //     tables; the source's SHOW CREATE TABLE with only the name changed, IF

@@ -17,8 +17,9 @@ import (
 
 // TestLoadRefusals: the errors that need the operator (a differing target
 // table, keys already there, a filter rule with action Error, a dump that
-// is gone, was taken again or under another block-allow list), keeping the
-// dump files when asked, and removing a task's records.
+// is gone, was taken again or under another block-allow list or online-ddl
+// setting), keeping the dump files when asked, and removing a task's
+// records.
 func TestLoadRefusals(t *testing.T) {
 	e := newEnv(t, false)
 	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE app",
@@ -32,6 +33,7 @@ func TestLoadRefusals(t *testing.T) {
 	t.Run("filter rule with action Error", func(t *testing.T) { refuseErrorRule(t, e) })
 	t.Run("dump missing or taken again", func(t *testing.T) { refuseMissingDump(t, e) })
 	t.Run("block-allow list changed since the dump", func(t *testing.T) { refuseReselectedDump(t, e) })
+	t.Run("online-ddl changed since the dump", func(t *testing.T) { refuseOnlineDDLChanged(t, e) })
 	t.Run("cleanup-dump-file false keeps the files", func(t *testing.T) { keepDumpFiles(t, e) })
 
 	removed, err := loadmeta.RemoveTask(ctx, e.dstDB, "dm_meta", "gone")
@@ -135,6 +137,32 @@ func refuseReselectedDump(t *testing.T, e *env) {
 	l = newLoader(t, cfg, src, dir, nil)
 	requireOK(t, process(t, l))
 	e.requireEqual(t, "reselected.r", "app.r")
+}
+
+// refuseOnlineDDLChanged: a dump taken with online-ddl off may hold shadow
+// and trash tables, one taken with it on lacks them: either is refused by a
+// load whose online-ddl setting differs.
+func refuseOnlineDDLChanged(t *testing.T, e *env) {
+	for _, on := range []bool{true, false} {
+		task := fmt.Sprintf("osc%t", on)
+		dir := t.TempDir()
+		m := e.dumpTables(t, dir, task, "dump-"+task, 0, tn("app", "r"))
+		cfg, src := e.configs(task, config.ModeFull, 2)
+		cfg.RouteRules = []config.RouteRule{{SchemaPattern: "app", TargetSchema: task}}
+		before := *cfg
+		before.OnlineDDL = !on
+		m.Fingerprint = dump.Fingerprint(&before, src)
+		if err := dumpfile.WriteManifest(dir, m); err != nil {
+			t.Fatal(err)
+		}
+		cfg.OnlineDDL = on
+		l := newLoader(t, cfg, src, dir, nil)
+		requireError(t, process(t, l), CodeLoadDump, "dump-"+task, "online-ddl (or its shadow-table-rules and trash-table-rules) of the task changed", "--remove-meta")
+		cfg.OnlineDDL = before.OnlineDDL
+		l = newLoader(t, cfg, src, dir, nil)
+		requireOK(t, process(t, l))
+		e.requireEqual(t, task+".r", "app.r")
+	}
 }
 
 func keepDumpFiles(t *testing.T, e *env) {

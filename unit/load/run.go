@@ -195,5 +195,5 @@ func selectionChanged(dumped, current string) string {
 	if dumped == "" {
 		return ""
 	}
-	return strings.Join(dump.Changed(dumped, current, dump.FingerprintBAList, dump.FingerprintCase), " and ")
+	return strings.Join(dump.Changed(dumped, current, dump.FingerprintBAList, dump.FingerprintCase, dump.FingerprintOnlineDDL), " and ")
 }

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // idleTick is how long the reader waits for an event before it publishes
@@ -30,6 +32,7 @@ type reader struct {
 	txnSince    binlog.Location
 	publishedAt time.Time
 	skip        map[string]bool // tables reported as not checkable
+	oscSeen     map[string]bool // shadow and trash tables whose rows were skipped (logged)
 }
 
 // loop reads until ctx ends or an event cannot be handled.
@@ -101,11 +104,14 @@ func (rd *reader) publish(force bool) {
 }
 
 // ddl forgets table structures (the comparer's too) and the pending rows
-// of tables whose rows the statement removed or moved.
+// of tables whose rows the statement removed or moved. The cut-over of an
+// online schema change (`RENAME TABLE t TO _t_del, _t_gho TO t`) is thus a
+// schema change of t: its next rows are resolved anew, and, with
+// online-ddl on, its pending rows stay (rowsRemovedBy).
 func (rd *reader) ddl(e *replication.QueryEvent) {
 	rd.tables.Invalidate()
 	rd.cmp.invalidate()
-	tables, dbs := rowsRemovedBy(string(e.Schema), string(e.Query))
+	tables, dbs := rowsRemovedBy(string(e.Schema), string(e.Query), rd.osc)
 	if len(tables) == 0 && len(dbs) == 0 {
 		return
 	}
@@ -130,6 +136,12 @@ func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repl
 	}
 	schema, table := string(e.Table.Schema), string(e.Table.Table)
 	if !rd.sel.Tables.TableAllowed(schema, table) {
+		return nil
+	}
+	// With online-ddl on, the sync unit drops the rows of gh-ost's and
+	// pt-osc's shadow and trash tables: they are not on the target.
+	if rd.osc.Online(table) {
+		rd.onlineSkipped(schema, table)
 		return nil
 	}
 	// Changes the sync unit's filter rules skip are not on the target by
@@ -242,6 +254,22 @@ func (rd *reader) changes(t *rowimage.Table, kind binlog.RowsKind, rows [][]any,
 		}
 	}
 	return cs, nil
+}
+
+// onlineSkipped logs, once per table and run, that the rows of a shadow or
+// trash table of an online schema change are not validated.
+func (rd *reader) onlineSkipped(schema, table string) {
+	name := filter.TableName{Schema: schema, Table: table}.String()
+	if rd.oscSeen[name] {
+		return
+	}
+	if rd.oscSeen == nil {
+		rd.oscSeen = map[string]bool{}
+	}
+	rd.oscSeen[name] = true
+	kind, real := rd.osc.Classify(table)
+	rd.v.logger.Info(fmt.Sprintf("validator skips the rows of gh-ost/pt-osc table %s (%s of %s): the sync unit does not replicate them",
+		name, kind, sqlschema.QuoteName(real)), zap.String("table", name))
 }
 
 // noKey records, once per table, that rows of a table without a primary or

@@ -5,6 +5,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 )
 
 // rowsRemovedBy names the tables (schema-qualified with the event's default
@@ -13,7 +14,13 @@ import (
 // DATABASE removes. A query that does not parse removes nothing. Only the
 // validator asks this (to drop the pending checks of those rows), so it
 // lives here rather than in the sync unit.
-func rowsRemovedBy(schema, query string) (tables []filter.TableName, dbs []string) {
+//
+// With online-ddl on (osc not nil), a real table renamed to a shadow or
+// trash table (`RENAME TABLE t TO _t_del, _t_gho TO t`, gh-ost's and
+// pt-osc's cut-over, in one statement or two) keeps its rows: the sync
+// unit renames nothing on the target, where t stays t and gets the
+// shadow's DDLs, so the pending checks of t's rows still hold.
+func rowsRemovedBy(schema, query string, osc *onlineddl.Rules) (tables []filter.TableName, dbs []string) {
 	nodes, _, err := parser.New().Parse(query, "", "")
 	if err != nil {
 		return nil, nil
@@ -38,6 +45,9 @@ func rowsRemovedBy(schema, query string) (tables []filter.TableName, dbs []strin
 			}
 		case *ast.RenameTableStmt:
 			for _, tt := range n.TableToTables {
+				if osc != nil && !osc.Online(tt.OldTable.Name.O) && osc.Online(tt.NewTable.Name.O) {
+					continue
+				}
 				tables = append(tables, qualify(tt.OldTable))
 			}
 		case *ast.DropDatabaseStmt:

@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 	"github.com/dmworker/dm-worker/pkg/rowimage"
 )
 
@@ -49,6 +50,9 @@ type run struct {
 	srcDB  *sql.DB
 	pend   *pendingSet
 	sel    filter.Selection
+	// osc names the shadow and trash tables of online schema changes,
+	// whose rows are not validated (nil: online-ddl is off).
+	osc *onlineddl.Rules
 	// retryEvery is how long a failed row waits before its recheck.
 	retryEvery time.Duration
 	yield      *yielder
@@ -113,6 +117,9 @@ func (v *Validator) runOnce(ctx context.Context) error {
 		yield: newYielder(v.sync)}
 	r.checked.Store(checked)
 	if r.sel, err = filter.NewSelection(v.cfg, v.src); err != nil {
+		return errs.New(CodeConfig, false, "validate: %w", err)
+	}
+	if r.osc, err = v.cfg.OnlineDDLRules(); err != nil {
 		return errs.New(CodeConfig, false, "validate: %w", err)
 	}
 	if r.srcEP, r.srcDB, err = v.open(v.src.From, dbconn.SourceRef(v.src.SourceID), 2); err != nil {
