@@ -137,7 +137,7 @@ fuzz:
 vet:
 	$(GO) vet ./...
 
-## deps: install MariaDB and failpoint-ctl when missing (scripts/install-deps.sh)
+## deps: install MariaDB, percona-toolkit, nats-server and failpoint-ctl when missing (scripts/install-deps.sh)
 deps:
 	bash scripts/install-deps.sh
 
