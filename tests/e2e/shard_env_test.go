@@ -97,6 +97,8 @@ type shardOptions struct {
 	// the test creates it) after shardTableDDL's, as SQL writes them after
 	// a comma ("c2 INT NULL, d INT NULL").
 	extraColumns string
+	// onlineDDL adds `online-ddl: true` to the task.
+	onlineDDL bool
 }
 
 // tableDDL is the shards' definition: shardTableDDL with extraColumns.
@@ -217,6 +219,9 @@ checker: {check-enable: true, backoff-min: 200ms, backoff-max: 1s}
 	}
 	if o.strict {
 		shardMode += "\nstrict-optimistic-shard-mode: true"
+	}
+	if o.onlineDDL {
+		shardMode += "\nonline-ddl: true"
 	}
 	e.c.ok("task", "start", writeFile(t, "shard-task.yaml", fmt.Sprintf(`name: %s
 task-mode: %s
