@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strconv"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -378,6 +379,13 @@ func (st *shardSetup) putTask(t *testing.T, cli *clientv3.Client, prefix string,
 			"meta":             m{"binlog-name": src.start.Name, "binlog-pos": src.start.Pos},
 			"target-database":  m{"host": tgt.Host(), "port": tgt.Port(), "user": mariadbtest.RootUser, "password": ""},
 			"block-allow-list": m{"do-dbs": []string{"shard_*"}}}
+		if n := os.Getenv("BENCH_SHARD_WORKER_COUNT"); n != "" {
+			wc, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("BENCH_SHARD_WORKER_COUNT=%q: %v", n, err)
+			}
+			sub["syncer"] = m{"worker-count": wc}
+		}
 		if merged {
 			sub["shard-mode"] = shardMode(t)
 			sub["route-rules"] = []m{{"schema-pattern": "shard_*", "table-pattern": "sbtest*", "target-schema": "merged", "target-table": "sbtest"}}
