@@ -204,7 +204,10 @@ func TestStaleBindingRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startNode(t, c, "w1")
+	// w2 is alive before any scheduler looks: started after w1, whose
+	// scheduler may scan first, a busy machine made w2 look dead and s1
+	// moved to w1 (CI, load 12).
 	startNode(t, c, "w2")
+	startNode(t, c, "w1")
 	waitBounds(t, failover, store, map[string]string{"w2": "s1"})
 }
