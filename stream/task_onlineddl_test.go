@@ -597,3 +597,54 @@ func TestTaskOnlineDDLPtOsc(t *testing.T) {
 	checkOSCEvents(t, events, "ALTER TABLE `app`.`t` ADD COLUMN `c2` INT NOT NULL DEFAULT 7, ADD INDEX(`v`)")
 	replayOSC(t, e, events)
 }
+
+// TestTaskOnlineDDLTriggers: pt-online-schema-change's trigger DDL, as
+// the tool writes it (DEFINER, a BEGIN … END body with a handler), does
+// not stop a stream, with online-ddl on or off: it is skipped, counted
+// in status, and the rows the triggers write to `_t_new` are delivered
+// only with online-ddl off.
+func TestTaskOnlineDDLTriggers(t *testing.T) {
+	e := newTaskEnv(t)
+	encExec(t, e.root, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v INT)", "CREATE TABLE app._t_new LIKE app.t")
+	triggers := []string{
+		"CREATE DEFINER=`root`@`localhost` TRIGGER `app`.`pt_osc_app_t_del` AFTER DELETE ON `app`.`t` FOR EACH ROW BEGIN " +
+			"DECLARE CONTINUE HANDLER FOR 1146 begin end; DELETE IGNORE FROM `app`.`_t_new` WHERE `app`.`_t_new`.`id` <=> OLD.`id`; END",
+		"CREATE DEFINER=`root`@`localhost` TRIGGER `app`.`pt_osc_app_t_ins` AFTER INSERT ON `app`.`t` FOR EACH ROW BEGIN " +
+			"DECLARE CONTINUE HANDLER FOR 1146 begin end; REPLACE INTO `app`.`_t_new` (`id`, `v`) VALUES (NEW.`id`, NEW.`v`); END",
+		"DROP TRIGGER IF EXISTS `app`.`pt_osc_app_t_del`",
+		"DROP TRIGGER IF EXISTS `app`.`pt_osc_app_t_ins`",
+	}
+	for i, online := range []bool{false, true} {
+		t.Run(fmt.Sprintf("online-ddl %v", online), func(t *testing.T) {
+			cfg := taskStream(fmt.Sprintf("trg%d", i), false)
+			cfg.OnlineDDL = online
+			sink := newMemSink()
+			var sv saves
+			r := startTask(t, TaskConfig{Stream: cfg, Source: e.source(), DB: e.db, Sink: sink, Save: sv.save})
+			testutil.WaitFor(t, taskTimeout, "start checkpoint saved", func() bool { return !sv.last().Location.IsZero() })
+			encExec(t, e.root, triggers[:2]...)
+			encExec(t, e.root, fmt.Sprintf("INSERT INTO app.t VALUES (%d, 1)", 10+i), fmt.Sprintf("DELETE FROM app.t WHERE id = %d", 10+i))
+			encExec(t, e.root, triggers[2:]...)
+			encExec(t, e.root, fmt.Sprintf("INSERT INTO app.t VALUES (%d, 2)", 20+i))
+			r.waitCaughtUp(t, e)
+			st := r.task.Status()
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if st.SkippedDDLs != 4 {
+				t.Errorf("%d statements skipped, want the 4 trigger statements", st.SkippedDDLs)
+			}
+			var got []string
+			for _, ev := range sink.all() {
+				got = append(got, ev.Op+" "+ev.Table)
+			}
+			want := "c t,c _t_new,d t,d _t_new,c t"
+			if online {
+				want = "c t,d t,c t"
+			}
+			if strings.Join(got, ",") != want {
+				t.Errorf("events %q, want %q", strings.Join(got, ","), want)
+			}
+		})
+	}
+}
