@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/onlineddl"
 	"github.com/dmworker/dm-worker/tests/testutil"
@@ -556,46 +557,57 @@ func TestTaskOnlineDDLErrors(t *testing.T) {
 
 // TestTaskOnlineDDLPtOsc runs the real pt-online-schema-change on the
 // source under a stream with online-ddl while a workload writes to the
-// table: its triggers are skipped (counted in status) and do not stop
-// the stream, the rows they and the copy write to `_t_new` give no
-// events, one DDL event of t carries the ALTER, and replaying the events
-// gives the source's table.
+// table, with the task reading the source itself and through the relay:
+// the tool's triggers are skipped (counted in status) and do not stop the
+// stream, the rows they and the copy write to `_t_new` give no events,
+// one DDL event of t carries the ALTER, and replaying the events gives
+// the source's table.
 func TestTaskOnlineDDLPtOsc(t *testing.T) {
 	tool, err := exec.LookPath("pt-online-schema-change")
 	if err != nil {
 		t.Skip("pt-online-schema-change is not installed (scripts/install-deps.sh installs percona-toolkit)")
 	}
-	e := newTaskEnv(t)
-	setupOSC(t, e)
-	sink := newMemSink()
-	var sv saves
-	r := startTask(t, TaskConfig{Stream: oscStream("pt", true), Source: e.source(), DB: e.db, Sink: sink, Save: sv.save})
-	testutil.WaitFor(t, taskTimeout, "fill-history done", func() bool { return sv.last().SnapshotDone })
-	w := startOSCWorkload(t, e.root)
-	w.progress(t, 20)
-	cmd := exec.CommandContext(t.Context(), tool, "--alter", "ADD COLUMN c2 INT NOT NULL DEFAULT 7, ADD INDEX (v)",
-		"--execute", "--recursion-method=none", "--chunk-size=200", "--no-check-alter", "--set-vars=lock_wait_timeout=60",
-		"h="+e.src.Host()+",P="+strconv.Itoa(e.src.Port())+",u=root,D=app,t=t")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("pt-online-schema-change: %v\n%s", err, out)
+	for _, relay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("relay %v", relay), func(t *testing.T) {
+			e := newTaskEnv(t)
+			setupOSC(t, e)
+			src := e.source()
+			var opener func() binlog.StreamOpener
+			if relay {
+				rl := e.runRelay(t, src)
+				opener = func() binlog.StreamOpener { return rl.NewReader("stream/pt") }
+			}
+			sink := newMemSink()
+			var sv saves
+			r := startTask(t, TaskConfig{Stream: oscStream("pt", true), Source: src, Opener: opener, DB: e.db, Sink: sink, Save: sv.save})
+			testutil.WaitFor(t, taskTimeout, "fill-history done", func() bool { return sv.last().SnapshotDone })
+			w := startOSCWorkload(t, e.root)
+			w.progress(t, 20)
+			cmd := exec.CommandContext(t.Context(), tool, "--alter", "ADD COLUMN c2 INT NOT NULL DEFAULT 7, ADD INDEX (v)",
+				"--execute", "--recursion-method=none", "--chunk-size=200", "--set-vars=lock_wait_timeout=60",
+				"h="+e.src.Host()+",P="+strconv.Itoa(e.src.Port())+",u=root,D=app,t=t")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("pt-online-schema-change: %v\n%s", err, out)
+			}
+			w.mu.Lock()
+			w.after = true
+			w.mu.Unlock()
+			w.progress(t, 40)
+			w.stop(t)
+			r.waitCaughtUp(t, e)
+			st := r.task.Status()
+			if err := r.stop(t); err != nil {
+				t.Fatal(err)
+			}
+			if st.SkippedDDLs < 6 {
+				t.Errorf("%d statements skipped, want pt-osc's 3 CREATE TRIGGER and 3 DROP TRIGGER at least\n%s", st.SkippedDDLs, out)
+			}
+			events := dedupe(t, sink.all())
+			checkOSCEvents(t, events, "ALTER TABLE `app`.`t` ADD COLUMN `c2` INT NOT NULL DEFAULT 7, ADD INDEX(`v`)")
+			replayOSC(t, e, events)
+		})
 	}
-	w.mu.Lock()
-	w.after = true
-	w.mu.Unlock()
-	w.progress(t, 40)
-	w.stop(t)
-	r.waitCaughtUp(t, e)
-	st := r.task.Status()
-	if err := r.stop(t); err != nil {
-		t.Fatal(err)
-	}
-	if st.SkippedDDLs < 6 {
-		t.Errorf("%d statements skipped, want pt-osc's 3 CREATE TRIGGER and 3 DROP TRIGGER at least\n%s", st.SkippedDDLs, out)
-	}
-	events := dedupe(t, sink.all())
-	checkOSCEvents(t, events, "ALTER TABLE `app`.`t` ADD COLUMN `c2` INT NOT NULL DEFAULT 7, ADD INDEX(`v`)")
-	replayOSC(t, e, events)
 }
 
 // TestTaskOnlineDDLTriggers: pt-online-schema-change's trigger DDL, as
