@@ -141,16 +141,17 @@ func (r *reader) onlineDDL(ctx context.Context, ev *replication.BinlogEvent, sch
 		// tables.
 		return false, nil
 	case len(nodes) != 1:
-		return true, errs.New(CodeOnlineDDL, false, "stream %q: at binlog %s: online-ddl: a query event holds %d statements, some of them "+
-			"about online schema change tables (%s); the stream delivered everything before it. %s",
-			t.name, r.tr.Cur, len(nodes), clip(query), oscFix(t.name))
+		return true, r.stopBefore(ctx, errs.New(CodeOnlineDDL, false, "stream %q: at binlog %s: online-ddl: a query event holds %d statements, "+
+			"some of them about online schema change tables (%s); the stream delivered everything before it. %s",
+			t.name, r.tr.Cur, len(nodes), clip(query), oscFix(t.name)))
 	}
 	at := r.tr.Cur.Name + ":" + strconv.FormatUint(uint64(ev.Header.LogPos), 10)
 	act, err := r.osc.Statement(ctx, schema, nodes[0], at)
 	if err != nil {
 		var oe *onlineddl.Error
 		if errors.As(err, &oe) {
-			return true, errs.New(CodeOnlineDDL, false, "stream %q: at binlog %s (%s): %w. %s", t.name, r.tr.Cur, clip(query), err, oscFix(t.name))
+			return true, r.stopBefore(ctx, errs.New(CodeOnlineDDL, false, "stream %q: at binlog %s (%s): %w. The stream delivered everything before it. %s",
+				t.name, r.tr.Cur, clip(query), err, oscFix(t.name)))
 		}
 		return true, errs.New(CodeOnlineDDL, false, "stream %q: at binlog %s: %w", t.name, r.tr.Cur, err)
 	}
@@ -185,6 +186,16 @@ func (r *reader) onlineDDL(ctx context.Context, ev *replication.BinlogEvent, sch
 		return true, errs.New(CodeEncode, false, "stream %q: DDL at binlog %s (%s): %w", t.name, r.tr.Cur, clip(ddl), err)
 	}
 	return true, r.add(ctx, event, mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos})
+}
+
+// stopBefore hands the events read before the statement that fails with
+// err to the writer, so that the stream stops with everything before the
+// statement delivered and its checkpoint just before it, and returns err.
+func (r *reader) stopBefore(ctx context.Context, err error) error {
+	if cerr := r.cut(ctx, false); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // oscFix says how to get a stream past a CodeOnlineDDL error.
