@@ -76,9 +76,8 @@ func (t *Task) newOSCTracker(ctx context.Context, cp Checkpoint) (*onlineddl.Tra
 	return tr, nil
 }
 
-// oscTable reports whether db.table is a shadow or trash table of a real
-// table the stream selects (with online-ddl on): the stream delivers
-// nothing of it.
+// oscTable reports whether, with online-ddl on, table is a shadow or
+// trash table: the stream delivers nothing of it.
 func (t *Task) oscTable(table string) bool {
 	return t.rules != nil && t.rules.Online(table)
 }
