@@ -201,7 +201,9 @@ func ghostOSC(t *testing.T, e *taskEnv, w *oscWorkload, midCopy func()) {
 		"RENAME /* gh-ost */ TABLE app.t TO app._t_del, app._t_gho TO app.t")
 	w.shadow, w.after = "", true
 	w.mu.Unlock()
-	encExec(t, e.root, "DROP /* gh-ost */ TABLE IF EXISTS app._t_del", "DROP /* gh-ost */ TABLE IF EXISTS app._t_ghc")
+	// gh-ost keeps the old table unless --ok-to-drop-table: replayOSC
+	// compares it with the events before the cut-over.
+	encExec(t, e.root, "DROP /* gh-ost */ TABLE IF EXISTS app._t_ghc")
 	w.progress(t, 40) // rows with c2
 }
 
@@ -296,9 +298,11 @@ func checkOSCEvents(t *testing.T, events []oscEvent, wantDDL string) string {
 }
 
 // replayOSC applies events in order to copy.t: rows by key, the DDL
-// events of app.t run on copy.t. Then copy.t must be app.t: the same
-// SHOW CREATE TABLE and the same rows.
-func replayOSC(t *testing.T, e *taskEnv, events []oscEvent) {
+// events of app.t run on copy.t. Just before the DDL event copy.t must
+// hold the rows of app.old, the table the cut-over renamed t to (what t
+// held then, as the binlog has it); at the end copy.t must be app.t: the
+// same SHOW CREATE TABLE and the same rows.
+func replayOSC(t *testing.T, e *taskEnv, events []oscEvent, old string) {
 	t.Helper()
 	arg := func(v any) any {
 		if n, ok := v.(json.Number); ok {
@@ -311,6 +315,11 @@ func replayOSC(t *testing.T, e *taskEnv, events []oscEvent) {
 		var args [][]any
 		switch oe.v.Op {
 		case "ddl":
+			if before, want := checksum(t, e.root, "copy", "t"), checksum(t, e.root, "app", old); before != want {
+				t.Errorf("before the cut-over's DDL event (%d) the replayed copy differs from app.%s, t as the cut-over left it "+
+					"(checksums %d and %d): the events before the cut-over are not t's changes", i, old, before, want)
+				explainOSCDiff(t, e, events, old)
+			}
 			for _, q := range strings.Split(strings.ReplaceAll(oe.v.DDL, "`app`.", "`copy`."), ";\n") {
 				qs, args = append(qs, q), append(args, nil)
 			}
@@ -350,7 +359,71 @@ func replayOSC(t *testing.T, e *taskEnv, events []oscEvent) {
 		t.Fatalf("app.t has %d rows: the test wrote too little", n)
 	}
 	t.Logf("replayed %d events; app.t has %d rows", len(events), n)
-	e.sameTables(t, "t")
+	if checksum(t, e.root, "app", "t") != checksum(t, e.root, "copy", "t") {
+		e.sameTables(t, "t")
+		explainOSCDiff(t, e, events, "t")
+	}
+}
+
+// binlogChanges lists the row changes of id (first column) in the
+// source's binlog files, as mysqlbinlog decodes them.
+func binlogChanges(e *taskEnv, id int) string {
+	files, _ := filepath.Glob(filepath.Join(e.src.Dir(), "*", "mariadb-bin.0*"))
+	if len(files) == 0 {
+		files, _ = filepath.Glob(filepath.Join(e.src.Dir(), "mariadb-bin.0*"))
+	}
+	out, err := exec.Command("mysqlbinlog", append([]string{"--base64-output=decode-rows", "-v"}, files...)...).Output()
+	if err != nil {
+		return fmt.Sprintf("mysqlbinlog %v: %v", files, err)
+	}
+	var res []string
+	at, change := "", ""
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "# at "):
+			at = line
+		case strings.HasPrefix(line, "### INSERT"), strings.HasPrefix(line, "### UPDATE"), strings.HasPrefix(line, "### DELETE"):
+			change = line
+		case strings.TrimSpace(line) == "###   @1="+strconv.Itoa(id):
+			res = append(res, at+" "+change)
+		}
+	}
+	return strings.Join(res, "\n")
+}
+
+// explainOSCDiff logs the rows in which app.t and copy.t differ and the
+// events of each.
+func explainOSCDiff(t *testing.T, e *taskEnv, events []oscEvent, table string) {
+	t.Helper()
+	q := "SELECT a.id, 'only in %[1]s' FROM %[1]s a LEFT JOIN %[2]s b USING (id) WHERE b.id IS NULL " +
+		"UNION ALL SELECT a.id, 'differs' FROM %[1]s a JOIN %[2]s b USING (id) WHERE NOT (a.k <=> b.k AND a.v <=> b.v) AND '%[1]s' = 'copy.t'"
+	for _, dbs := range [][2]string{{"app." + table, "copy.t"}, {"copy.t", "app." + table}} {
+		rows, err := e.root.Query(fmt.Sprintf(q, dbs[0], dbs[1]))
+		if err != nil {
+			t.Log(err)
+			return
+		}
+		for rows.Next() {
+			var id int
+			var what string
+			if err := rows.Scan(&id, &what); err != nil {
+				t.Log(err)
+				break
+			}
+			var evs []string
+			for i, oe := range events {
+				img := oe.v.After
+				if img == nil {
+					img = oe.v.Before
+				}
+				if fmt.Sprint(img["id"]) == strconv.Itoa(id) || fmt.Sprint(oe.v.Before["id"]) == strconv.Itoa(id) {
+					evs = append(evs, fmt.Sprintf("#%d %s %s", i, oe.ev.ID, oe.ev.Value))
+				}
+			}
+			t.Logf("id %d %s; its events:\n%s\nits changes in the source's binlog:\n%s", id, what, strings.Join(evs, "\n"), binlogChanges(e, id))
+		}
+		_ = rows.Close()
+	}
 }
 
 // TestTaskOnlineDDLGhost runs gh-ost's statement sequence on the source
@@ -385,7 +458,7 @@ func TestTaskOnlineDDLGhost(t *testing.T) {
 		t.Errorf("%d of %d events are replays in a run without restart", len(sink.all())-len(events), len(events))
 	}
 	checkOSCEvents(t, events, "ALTER TABLE `app`.`t` ADD COLUMN `c2` INT NOT NULL DEFAULT 7")
-	replayOSC(t, e, events)
+	replayOSC(t, e, events, "_t_del")
 }
 
 // TestTaskOnlineDDLRestart stops persisting the checkpoint (as a kill -9
@@ -492,7 +565,7 @@ func TestTaskOnlineDDLRestart(t *testing.T) {
 	if id := checkOSCEvents(t, all, "ALTER TABLE `app`.`t` ADD COLUMN `c2` INT NOT NULL DEFAULT 7"); id != ddlID {
 		t.Errorf("the replayed cut-over's DDL event has identity %s, the first delivery %s", ddlID, id)
 	}
-	replayOSC(t, e, all)
+	replayOSC(t, e, all, "_t_del")
 }
 
 // TestTaskOnlineDDLErrors: a DDL of a shadow table created before the
@@ -584,7 +657,7 @@ func TestTaskOnlineDDLPtOsc(t *testing.T) {
 			w := startOSCWorkload(t, e.root)
 			w.progress(t, 20)
 			cmd := exec.CommandContext(t.Context(), tool, "--alter", "ADD COLUMN c2 INT NOT NULL DEFAULT 7, ADD INDEX (v)",
-				"--execute", "--recursion-method=none", "--chunk-size=200", "--set-vars=lock_wait_timeout=60",
+				"--execute", "--no-drop-old-table", "--recursion-method=none", "--chunk-size=200", "--set-vars=lock_wait_timeout=60",
 				"h="+e.src.Host()+",P="+strconv.Itoa(e.src.Port())+",u=root,D=app,t=t")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
@@ -605,7 +678,7 @@ func TestTaskOnlineDDLPtOsc(t *testing.T) {
 			}
 			events := dedupe(t, sink.all())
 			checkOSCEvents(t, events, "ALTER TABLE `app`.`t` ADD COLUMN `c2` INT NOT NULL DEFAULT 7, ADD INDEX(`v`)")
-			replayOSC(t, e, events)
+			replayOSC(t, e, events, "_t_old")
 		})
 	}
 }
