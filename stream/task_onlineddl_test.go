@@ -60,23 +60,26 @@ type oscWorkload struct {
 
 	done   atomic.Int64 // changes made
 	exited atomic.Bool  // the writer stopped (failed, or stopped)
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	err    error // the first failure, read after wg.Wait
+	// quit stops the writer between two changes: a statement cancelled
+	// mid-flight may still commit on the source after the client gave
+	// up, after the test read the position the stream must reach.
+	quit atomic.Bool
+	wg   sync.WaitGroup
+	err  error // the first failure, read after wg.Wait
 }
 
 func startOSCWorkload(t *testing.T, db *sql.DB) *oscWorkload {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &oscWorkload{db: db, next: oscRows + 1, cancel: cancel}
+	w := &oscWorkload{db: db, next: oscRows + 1}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		defer w.exited.Store(true)
-		for i := 0; ctx.Err() == nil; i++ {
-			if err := w.change(ctx, i); err != nil {
-				if ctx.Err() == nil {
-					w.err = err
-				}
+		for i := 0; !w.quit.Load(); i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), taskTimeout)
+			err := w.change(ctx, i)
+			cancel()
+			if err != nil {
+				w.err = err
 				return
 			}
 			w.done.Add(1)
@@ -155,7 +158,7 @@ func (w *oscWorkload) progress(t *testing.T, n int64) {
 // stop ends the workload and fails t on its error.
 func (w *oscWorkload) stop(t *testing.T) {
 	t.Helper()
-	w.cancel()
+	w.quit.Store(true)
 	w.wg.Wait()
 	if w.err != nil {
 		t.Errorf("workload: %v", w.err)
