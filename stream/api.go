@@ -70,7 +70,10 @@ type Checkpoint struct {
 	// Snapshot is the per-table progress while fill-history runs, by
 	// "db.table".
 	Snapshot map[string]TableProgress `json:"snapshot,omitempty"`
-	Time     time.Time                `json:"time"`
+	// OnlineDDL (online-ddl on) holds the recorded DDLs of the shadow
+	// tables of online schema changes under way at Location.
+	OnlineDDL []OnlineDDLRecord `json:"online-ddl,omitempty"`
+	Time      time.Time         `json:"time"`
 }
 
 // TxnProgress is how far into one transaction the sink acknowledged: the

@@ -17,6 +17,10 @@
 //     location streaming starts from;
 //   - Task (task.go): one stream task's run: checking → fill-history →
 //     streaming, checkpointing after the sink acknowledged.
+//   - online schema changes (onlineddl.go): with online-ddl, no events of
+//     gh-ost's and pt-osc's shadow and trash tables, and one DDL event of
+//     the real table at the cut-over; the shadow's recorded DDLs travel
+//     in the checkpoint.
 //
 // The worker (worker/stream_*.go) deploys tasks from etcd, drives their
 // stages through the shared lifecycle and reports their status.

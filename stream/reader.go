@@ -17,6 +17,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
@@ -36,6 +37,8 @@ type batch struct {
 	// in this batch or an earlier one. nil when no event of an open
 	// transaction was read.
 	txn *TxnProgress
+	// osc is the online-DDL records at end (when end is set).
+	osc []OnlineDDLRecord
 	// ts is the header timestamp of the newest event read (0: none yet).
 	ts uint32
 	// caughtUp: the batch was cut because no event came for a while.
@@ -51,6 +54,10 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	gset, err := mysql.ParseGTIDSet(flavor, cp.Location.GTID)
 	if err != nil {
 		return errs.New(CodeTaskConfig, false, "stream %q: GTID set %q of the start location: %w", t.name, cp.Location.GTID, err)
+	}
+	osc, err := t.newOSCTracker(ctx, cp)
+	if err != nil {
+		return err
 	}
 	opener, err := t.opener(flavor)
 	if err != nil {
@@ -76,6 +83,7 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 		}
 	}()
 	r := t.newReader(cp, gset, ch)
+	r.osc = osc
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -151,7 +159,7 @@ func (w *writer) run(ctx context.Context, in <-chan batch) error {
 			return err
 		}
 		if b.end != nil {
-			w.acked.Location = *b.end
+			w.acked.Location, w.acked.OnlineDDL = *b.end, b.osc
 		}
 		w.acked.Txn = b.txn
 		lag := 0.0
@@ -213,6 +221,13 @@ type reader struct {
 	// when the run started at a boundary.
 	skip *TxnProgress
 
+	// osc follows online schema changes (nil with online-ddl off);
+	// oscEnd are its records at the end of the last complete transaction
+	// (tr.End()), oscDirty says whether it changed since.
+	osc      *onlineddl.Tracker
+	oscEnd   []OnlineDDLRecord
+	oscDirty bool
+
 	// silence: with a stream from the source (which sends heartbeats),
 	// this long without any event means the connection is dead; 0 for
 	// the relay, silent while the source is.
@@ -225,7 +240,7 @@ type reader struct {
 // a batch cut before them (an idle tick) keeps it.
 func (t *Task) newReader(cp Checkpoint, gset mysql.GTIDSet, out chan<- batch) *reader {
 	r := &reader{t: t, out: out, tr: binlog.NewTracker(cp.Location, gset), sent: cp.Location,
-		parser: parser.New(), maxEvents: t.batchEvents(), maxBytes: t.batchBytes()}
+		parser: parser.New(), maxEvents: t.batchEvents(), maxBytes: t.batchBytes(), oscEnd: cp.OnlineDDL}
 	r.events = make([]Event, 0, r.maxEvents)
 	if cp.Txn != nil {
 		skip := *cp.Txn
@@ -273,7 +288,7 @@ func (r *reader) cut(ctx context.Context, idle bool) error {
 	b := batch{events: r.events, ts: r.lastTS, caughtUp: idle}
 	if !r.tr.EndIs(r.sent) {
 		end := r.tr.End()
-		b.end, r.sent = &end, end
+		b.end, r.sent, b.osc = &end, end, r.oscEnd
 	}
 	if r.hasProg {
 		p := r.prog
@@ -343,6 +358,9 @@ func (r *reader) commit() error {
 	if err := r.tr.Commit(); err != nil {
 		return errs.New(CodeReadBinlog, false, "stream %q: %w", r.t.name, err)
 	}
+	if r.osc != nil {
+		r.commitOSC()
+	}
 	return nil
 }
 
@@ -362,7 +380,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		return nil
 	}
 	db, table := string(e.Table.Schema), string(e.Table.Table)
-	if !r.t.tables.TableAllowed(db, table) {
+	if !r.t.allowedTable(db, table) {
 		return nil
 	}
 	s, err := r.t.schemas.Table(ctx, db, table)
@@ -514,7 +532,7 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 		r.t.update(func(st *TaskStatus) { st.SkippedDDLs++ })
 		return nil
 	}
-	targets, isDDL, err := ddlTargets(r.parser, schema, query)
+	nodes, targets, isDDL, err := ddlTargets(r.parser, schema, query)
 	if err != nil {
 		if schema == "" || !ddlVerb(query) {
 			r.t.logger.Debug("stream skips a statement of the binlog it cannot parse", zap.Stringer("at", r.tr.Cur),
@@ -530,12 +548,19 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 	if !isDDL {
 		return nil
 	}
+	for _, tg := range targets {
+		r.t.schemas.Invalidate(tg.db, tg.table)
+	}
+	if r.osc != nil && nodes != nil {
+		if handled, err := r.onlineDDL(ctx, ev, schema, nodes, targets, query); handled || err != nil {
+			return err
+		}
+	}
 	var first *ddlTarget
 	for i, tg := range targets {
-		r.t.schemas.Invalidate(tg.db, tg.table)
 		allowed := r.t.tables.SchemaAllowed(tg.db)
 		if tg.table != "" {
-			allowed = r.t.tables.TableAllowed(tg.db, tg.table)
+			allowed = r.t.allowedTable(tg.db, tg.table)
 		}
 		if allowed && first == nil {
 			first = &targets[i]
@@ -568,14 +593,14 @@ func ddlVerb(query string) bool {
 // ddlTarget is a database (table "") or table a DDL statement names.
 type ddlTarget struct{ db, table string }
 
-// ddlTargets parses a query event's statement(s) and returns the
+// ddlTargets parses a query event's statement(s) and returns them and the
 // databases and tables they name, in order; isDDL is false for statements
 // that are not DDL (grants, SAVEPOINT, ...). Unqualified tables are in
 // schema.
-func ddlTargets(p *parser.Parser, schema, query string) (targets []ddlTarget, isDDL bool, err error) {
-	nodes, _, err := p.Parse(query, "", "")
+func ddlTargets(p *parser.Parser, schema, query string) (nodes []ast.StmtNode, targets []ddlTarget, isDDL bool, err error) {
+	nodes, _, err = p.Parse(query, "", "")
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	for _, n := range nodes {
 		switch n := n.(type) {
@@ -598,7 +623,7 @@ func ddlTargets(p *parser.Parser, schema, query string) (targets []ddlTarget, is
 		}
 		isDDL = true
 	}
-	return targets, isDDL, nil
+	return nodes, targets, isDDL, nil
 }
 
 // tableCollector collects the tables an AST names, qualified.

@@ -25,7 +25,7 @@ func TestDDLTargets(t *testing.T) {
 		{"SAVEPOINT s1", nil, false},
 	}
 	for _, tt := range tests {
-		got, isDDL, err := ddlTargets(p, "app", tt.query)
+		_, got, isDDL, err := ddlTargets(p, "app", tt.query)
 		if err != nil || isDDL != tt.isDDL || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("ddlTargets(%q) = %v, %v, %v; want %v, %v", tt.query, got, isDDL, err, tt.want, tt.isDDL)
 		}

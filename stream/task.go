@@ -18,6 +18,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
 )
 
 // Error codes of a stream task's run (stable; shown in status).
@@ -155,7 +156,10 @@ type Task struct {
 	tables  *filter.Tables
 	enc     *Encoder
 	schemas *SchemaCache
-	logger  *zap.Logger
+	// rules name the shadow and trash tables of online schema changes;
+	// nil with online-ddl off.
+	rules  *onlineddl.Rules
+	logger *zap.Logger
 
 	mu     sync.Mutex
 	status TaskStatus // guarded by mu
@@ -170,6 +174,10 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 	if err != nil {
 		return nil, errs.New(CodeTaskConfig, false, "stream %q: %w", cfg.Stream.Name, err)
 	}
+	rules, err := cfg.Stream.OnlineDDLRules()
+	if err != nil {
+		return nil, errs.New(CodeTaskConfig, false, "stream %q: online-ddl: %w", cfg.Stream.Name, err)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -179,6 +187,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		name:    cfg.Stream.Name,
 		tables:  filter.NewTables(cfg.Stream.BAList, caseSensitive),
 		enc:     enc,
+		rules:   rules,
 		schemas: NewSchemaCache(cfg.DB),
 		logger:  cfg.Logger,
 		status:  TaskStatus{State: StateChecking, Checkpoint: cfg.Start.Location},
@@ -271,6 +280,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			return stopErr(ctx, err)
 		}
 	}
+	t.warnShadowTables(ctx, cp)
 	t.setState(StateStreaming, "streaming from "+cp.Location.String())
 	return t.stream(ctx, cp, flavor)
 }

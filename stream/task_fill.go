@@ -49,7 +49,7 @@ func (t *Task) fillHistory(ctx context.Context, cp Checkpoint) (Checkpoint, erro
 			return cp, err
 		}
 	}
-	tables, err := ListTables(ctx, t.cfg.DB, t.tables.TableAllowed)
+	tables, err := ListTables(ctx, t.cfg.DB, t.allowedTable)
 	if err != nil {
 		return cp, errs.Wrap(err, CodeFillHistory, "stream %q", t.name)
 	}
