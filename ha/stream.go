@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dmworker/dm-worker/pkg/onlineddl"
+
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/stage"
 )
@@ -118,10 +120,23 @@ type StreamCheckpoint struct {
 	// last acknowledged event. A reader that ignores it resumes at the
 	// transaction's start, which replays that part (at least once).
 	Txn *StreamTxnProgress `json:"txn,omitempty"`
+	// OnlineDDL (online-ddl on) are the recorded DDLs of the shadow tables
+	// of online schema changes not cut over at this checkpoint: a stream
+	// resumed from the mirror on another worker still delivers them at the
+	// cut-over.
+	OnlineDDL []StreamOnlineDDL `json:"online-ddl,omitempty"`
 
 	// Unknown lists the paths of fields of the value the worker does not
 	// know (to be reported, never dropped silently); nil when none.
 	Unknown []string `json:"-"`
+}
+
+// StreamOnlineDDL is one shadow table's record in a stream checkpoint.
+type StreamOnlineDDL struct {
+	Schema string           `json:"schema"`
+	Real   string           `json:"real-table"`
+	Shadow string           `json:"shadow-table"`
+	Stmts  []onlineddl.Stmt `json:"stmts"`
 }
 
 // StreamTxnProgress is the "txn" object of a stream checkpoint: the last

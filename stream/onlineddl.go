@@ -169,7 +169,7 @@ func (r *reader) onlineDDL(ctx context.Context, ev *replication.BinlogEvent, sch
 	}
 	// The cut-over.
 	r.oscDirty = true
-	if err := r.osc.Done(ctx, act.Schema, act.Real); err != nil {
+	if err := r.osc.Done(ctx, act.Schema, act.Real, at); err != nil {
 		return true, errs.New(CodeOnlineDDL, false, "stream %q: at binlog %s: %w", t.name, r.tr.Cur, err)
 	}
 	t.schemas.Invalidate(act.Schema, act.Real)

@@ -252,6 +252,9 @@ func fromMirror(cp ha.StreamCheckpoint) stream.Checkpoint {
 	if p := cp.Txn; p != nil {
 		out.Txn = &stream.TxnProgress{File: p.BinlogName, Pos: p.BinlogPos, Row: p.Row, Delete: p.KeyDelete, GTID: p.GTID, Events: p.Events}
 	}
+	for _, r := range cp.OnlineDDL {
+		out.OnlineDDL = append(out.OnlineDDL, stream.OnlineDDLRecord{Schema: r.Schema, Real: r.Real, Shadow: r.Shadow, Stmts: r.Stmts})
+	}
 	return out
 }
 
@@ -263,6 +266,9 @@ func mirrorOf(cp stream.Checkpoint) ha.StreamCheckpoint {
 	}
 	if p := cp.Txn; p != nil {
 		out.Txn = &ha.StreamTxnProgress{BinlogName: p.File, BinlogPos: p.Pos, Row: p.Row, KeyDelete: p.Delete, GTID: p.GTID, Events: p.Events}
+	}
+	for _, r := range cp.OnlineDDL {
+		out.OnlineDDL = append(out.OnlineDDL, ha.StreamOnlineDDL{Schema: r.Schema, Real: r.Real, Shadow: r.Shadow, Stmts: r.Stmts})
 	}
 	return out
 }
