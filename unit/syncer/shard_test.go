@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,40 +77,13 @@ func (e *shardEnv) startWith(t *testing.T, cfg *config.SubTaskConfig, src *confi
 // union is every shard's rows, sorted, as text.
 func (e *shardEnv) union(t *testing.T) []string {
 	t.Helper()
-	var all []string
-	for _, s := range e.shards {
-		rows, err := tableRows(context.Background(), e.srcDB, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, rows...)
-	}
-	slices.Sort(all)
-	return all
+	return e.shardRowsOn(t, "*")
 }
 
 // waitMerged waits until merged.t holds exactly the union of the shards.
 func (e *shardEnv) waitMerged(t *testing.T, r *unittest.Run) {
 	t.Helper()
-	testutil.Eventually(t, syncTimeout, "merged.t equals the union of the shards", func() error {
-		select {
-		case res := <-r.Done:
-			r.Done <- res
-			t.Fatalf("the unit stopped: %+v", res)
-		default:
-		}
-		want := e.union(t)
-		got, err := tableRows(context.Background(), e.dstDB, "merged.t")
-		if err != nil {
-			return err
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("merged.t has %d rows, the shards %d\ntarget: %s\nshards: %s", len(got), len(want),
-				clip(strings.Join(got, " | ")), clip(strings.Join(want, " | ")))
-		}
-		return nil
-	})
+	e.waitMergedOn(t, r, "*")
 }
 
 func clip(s string) string {
