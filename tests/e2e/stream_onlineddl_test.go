@@ -13,8 +13,8 @@ import (
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
 
-// oscTableDDL is crash.osc before the online schema change.
-const oscTableDDL = "CREATE TABLE %s.osc (id INT NOT NULL PRIMARY KEY, k INT NOT NULL, v VARCHAR(40), KEY (k))"
+// streamOscTableDDL is crash.osc before the online schema change.
+const streamOscTableDDL = "CREATE TABLE %s.osc (id INT NOT NULL PRIMARY KEY, k INT NOT NULL, v VARCHAR(40), KEY (k))"
 
 // TestStreamOnlineDDLGhostKill9 runs gh-ost's statement sequence on the
 // source under a stream with online-ddl whose block-allow list names only
@@ -28,7 +28,7 @@ const oscTableDDL = "CREATE TABLE %s.osc (id INT NOT NULL PRIMARY KEY, k INT NOT
 func TestStreamOnlineDDLGhostKill9(t *testing.T) {
 	const rows = 2000
 	e := newStreamEnv(t, streamEnvOptions{beforeWorker: func(e *streamEnv) {
-		e.src.Exec(t, fmt.Sprintf(oscTableDDL, crashDB))
+		e.src.Exec(t, fmt.Sprintf(streamOscTableDDL, crashDB))
 		e.src.Exec(t, fmt.Sprintf("INSERT INTO crash.osc SELECT seq, seq %% 17, CONCAT('v', seq) FROM crash.seq_1_to_%d", rows))
 	}})
 	dir := t.TempDir()
@@ -188,7 +188,7 @@ sink: {type: file, file: {dir: %q, rotate-size: 1MiB}}
 // table: the same SHOW CREATE TABLE and CHECKSUM TABLE.
 func replayOSCEvents(t *testing.T, e *streamEnv, events []cdctest.Event) {
 	t.Helper()
-	execSession(t, e.copyDB, "DROP DATABASE IF EXISTS copy_osc", "CREATE DATABASE copy_osc", fmt.Sprintf(oscTableDDL, "copy_osc"))
+	execSession(t, e.copyDB, "DROP DATABASE IF EXISTS copy_osc", "CREATE DATABASE copy_osc", fmt.Sprintf(streamOscTableDDL, "copy_osc"))
 	arg := func(v any) any {
 		if n, ok := v.(json.Number); ok {
 			return n.String()
