@@ -122,6 +122,15 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 		return errs.New(CodeDDLParse, false,
 			"sync: cannot parse DDL at binlog %s (%s): %w; skip or replace it with handle-error", start, clipSQL(query), err)
 	}
+	return d.applyStmts(ctx, stmts, query, start, end)
+}
+
+// applyStmts applies the translated statements of the query event at
+// start..end: through the shard DDL lock, or after every earlier change,
+// with the checkpoint around them (a replay of the pending DDL tolerates
+// changes already made).
+func (d *ddlApplier) applyStmts(ctx context.Context, stmts []targetDDL, query string, start, end binlog.Location) error {
+	r := d.r
 	if len(stmts) == 0 {
 		return r.endStatement()
 	}

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
-	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/onlineddl"
 )
@@ -125,28 +124,7 @@ func (d *ddlApplier) online(ctx context.Context, e *replication.QueryEvent, quer
 		}
 		stmts = append(stmts, ts...)
 	}
-	if len(stmts) == 0 {
-		return true, r.endStatement()
-	}
-	if r.shard != nil {
-		return true, r.shard.ddl(ctx, d, stmts, query, start, end)
-	}
-	if err := d.barrier(ctx, end); err != nil {
-		return true, err
-	}
-	if h := d.unit.takeHandle(start, end); h != nil {
-		return true, d.applyHandled(ctx, h, query, start, end)
-	}
-	for _, st := range stmts {
-		if err := d.exec(ctx, st); err != nil {
-			// A replay of the cut-over (restart after it ran) finds its
-			// changes made.
-			if ddlAlreadyDone[dbconn.ErrorNumber(err)] {
-				d.logger.Info("online-ddl: a recorded DDL had already run on the target", zap.String("sql", st.sql), zap.Error(err))
-				continue
-			}
-			return true, d.rejected(ctx, err, st, start, end)
-		}
-	}
-	return true, d.finish(ctx, end)
+	// Applied as this event's DDL; a replay after a restart tolerates its
+	// changes already made, as any pending DDL's.
+	return true, d.applyStmts(ctx, stmts, query, start, end)
 }

@@ -294,15 +294,15 @@ func (s *Syncer) publishOptShares(ctx context.Context, groups map[tableName][]ta
 		return err
 	}
 	ss.latest()
+	var all []tableName
+	for _, tables := range groups {
+		all = append(all, tables...)
+	}
+	if err := ss.first(ctx, all); err != nil { // one source connection for every group
+		return err
+	}
 	for target, tables := range groups {
-		if err := ss.first(ctx, tables); err != nil {
-			return err
-		}
-		models := make(map[shardddl.Table]*sqlschema.Table, len(tables))
-		for _, t := range tables {
-			models[lockTable(t)] = ss.cur[t].model
-		}
-		if _, err := s.shardCoord.ShareOptimistic(ctx, lockTable(target), models); err != nil {
+		if _, err := s.shardCoord.ShareOptimistic(ctx, lockTable(target), ss.models(tables)); err != nil {
 			return errs.Wrap(err, CodeShardDDL, "sync: publish the tables of source %s in the optimistic sharding group of %s",
 				s.cfg.SourceID, target)
 		}

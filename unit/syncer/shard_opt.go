@@ -96,11 +96,7 @@ func (sr *shardRun) optShare(ctx context.Context, target tableName, tables []tab
 	if err := sr.schemas.first(ctx, tables); err != nil {
 		return err
 	}
-	models := make(map[shardddl.Table]*sqlschema.Table, len(tables))
-	for _, t := range tables {
-		models[lockTable(t)] = sr.schemas.cur[t].model
-	}
-	states, err := sr.c.ShareOptimistic(ctx, lockTable(target), models)
+	states, err := sr.c.ShareOptimistic(ctx, lockTable(target), sr.schemas.models(tables))
 	if err != nil {
 		return sr.coordError(err, "publish the tables of source %s in the optimistic sharding group of %s", sr.r.s.cfg.SourceID, target)
 	}

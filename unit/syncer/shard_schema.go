@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/ha/shardddl"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
@@ -239,6 +240,15 @@ func (ss *shardSchemas) first(ctx context.Context, tables []tableName) error {
 	s.logger.Info("optimistic shard mode: read the first schemas of the sharded tables from the source",
 		zap.Int("tables", len(missing)), zap.Stringer("first", missing[0]))
 	return nil
+}
+
+// models are the current schemas of tables, as a share publishes them.
+func (ss *shardSchemas) models(tables []tableName) map[shardddl.Table]*sqlschema.Table {
+	out := make(map[shardddl.Table]*sqlschema.Table, len(tables))
+	for _, t := range tables {
+		out[lockTable(t)] = ss.cur[t].model
+	}
+	return out
 }
 
 // shadowNames are the scratch database of this task and source on the
