@@ -131,6 +131,8 @@ type command struct {
 	short string
 	// run executes the command with the arguments after its name.
 	run func(ctx context.Context, e *env, cmd *command, args []string) error
+	// dm marks one of DM's command names (dm_names.go), listed apart.
+	dm bool
 }
 
 // commands lists every command in the order of the usage text.
@@ -145,6 +147,7 @@ func commands() []command {
 	all = append(all, streamCommands()...)
 	all = append(all, shardDDLLockCommands()...)
 	all = append(all, secretCommands()...)
+	all = append(all, dmCommands()...)
 	return all
 }
 
@@ -173,7 +176,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "dmctl: %v\n\n", err)
+		fmt.Fprintf(stderr, "dmctl: %v\n", err)
+		if strings.Contains(err.Error(), "-master-addr") {
+			fmt.Fprint(stderr, "dmctl: there is no dm-master here: give --etcd-endpoints, the etcd the workers use\n")
+		}
+		fmt.Fprintln(stderr)
 		printUsage(stderr, fs)
 		return 1
 	}
@@ -316,7 +323,15 @@ func lookup(all []command, args []string) (*command, []string) {
 func printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "Usage: dmctl [global flags] COMMAND [args]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-44s %s\n", strings.TrimSpace(c.name+" "+c.args), c.short)
+		if !c.dm {
+			fmt.Fprintf(w, "  %-44s %s\n", strings.TrimSpace(c.name+" "+c.args), c.short)
+		}
+	}
+	fmt.Fprint(w, "\nDM's command names (each runs the command named after it, with DM's flags):\n")
+	for _, c := range commands() {
+		if c.dm {
+			fmt.Fprintf(w, "  %-44s = %s\n", strings.TrimSpace(c.name+" "+c.args), c.short)
+		}
 	}
 	fmt.Fprint(w, "\nGlobal flags:\n")
 	fs.SetOutput(w)
