@@ -175,7 +175,11 @@ func (r *FilterRule) adjust() {
 		r.Events = nil
 	}
 	for i, e := range r.Events {
-		r.Events[i] = strings.ToLower(e)
+		e = strings.ToLower(e)
+		if alias, ok := filterEventAliases[e]; ok {
+			e = alias
+		}
+		r.Events[i] = e
 	}
 	if len(r.SQLPattern) == 0 {
 		r.SQLPattern = nil

@@ -13,7 +13,6 @@ var filterEvents = map[string]bool{
 	"incompatible ddl changes": true,
 	"insert":                   true, "update": true, "delete": true,
 	"create database": true, "drop database": true, "alter database": true,
-	"create schema": true, "drop schema": true,
 	"create table": true, "drop table": true, "truncate table": true,
 	"rename table": true, "alter table": true,
 	"create index": true, "drop index": true,
@@ -30,9 +29,23 @@ var filterEvents = map[string]bool{
 	"split table partition": true, "exchange table partition": true,
 }
 
+// filterEventAliases are event names read as another: DM's own aliases of
+// the database events, and "truncate", which DM's task files use for
+// "truncate table" (DM itself logs an error for it and drops the whole
+// rule; here the rule filters what it says).
+var filterEventAliases = map[string]string{
+	"create schema": "create database",
+	"drop schema":   "drop database",
+	"alter schema":  "alter database",
+	"truncate":      "truncate table",
+}
+
 // IsFilterEvent reports whether e (case-insensitive) is a binlog event type
 // of DM's binlog event filter ("all dml", "truncate table", ...).
-func IsFilterEvent(e string) bool { return filterEvents[strings.ToLower(e)] }
+func IsFilterEvent(e string) bool {
+	e = strings.ToLower(e)
+	return filterEvents[e] || filterEventAliases[e] != ""
+}
 
 const filterEventsHelp = "must be a DM binlog event type: all, all dml, all ddl, none, none dml, none ddl, " +
 	"incompatible ddl changes, insert, update, delete, create database, drop database, alter database, " +

@@ -208,9 +208,10 @@ mysql-instances:
 			"mysql-instances[0].syncer-config-name", "mysql-instances[0].mydumper-config-name",
 			"mysql-instances[0].loader-config-name", "mysql-instances[0].validator-config-name",
 		}},
-		{name: "incremental needs meta per instance", yaml: "name: t\ntask-mode: incremental\ntarget-database: {host: h}\n" +
+		// s2 has no meta: it resumes from checkpoints (dmctl checks them).
+		{name: "an incremental meta names a start", yaml: "name: t\ntask-mode: incremental\ntarget-database: {host: h}\n" +
 			"mysql-instances: [{source-id: s1, meta: {binlog-gtid: '0-1-2'}}, {source-id: s2}, {source-id: s3, meta: {}}]\n",
-			fields: []string{"mysql-instances[1].meta", "mysql-instances[2].meta"}},
+			fields: []string{"mysql-instances[2].meta"}},
 		{name: "bad named rules", yaml: head + `
 routes: {r1: {table-pattern: x}}
 filters: {f1: {schema-pattern: s, events: [nope], action: Do}}
@@ -396,5 +397,31 @@ func TestTaskConfigOnlineDDL(t *testing.T) {
 		if _, _, err := CheckTaskConfig([]byte(base + tt.add)); err == nil || !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%q: want an error naming %s, got %v", tt.add, tt.field, err)
 		}
+	}
+}
+
+// TestFilterEventAliases: DM's alias event names and "truncate" are read as
+// the events they stand for, so the worker's filter matches them.
+func TestFilterEventAliases(t *testing.T) {
+	const doc = `
+name: t1
+task-mode: all
+target-database: {host: 127.0.0.1, port: 3306, user: root}
+mysql-instances:
+  - source-id: s1
+    filter-rules: [f1]
+filters:
+  f1: {schema-pattern: "*", table-pattern: "*", events: ["Truncate", "drop table", "CREATE SCHEMA", "drop schema", "alter schema"], action: Ignore}
+`
+	_, subs, err := CheckTaskConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := subs[0].FilterRules[0].Events
+	if want := []string{"truncate table", "drop table", "create database", "drop database", "alter database"}; !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	if _, _, err := CheckTaskConfig([]byte(strings.Replace(doc, `"Truncate"`, `"truncat"`, 1))); err == nil || !strings.Contains(err.Error(), `"truncat"`) {
+		t.Errorf("a misspelt event must be refused naming it, got %v", err)
 	}
 }
