@@ -26,10 +26,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		// Row-level expression filters change which rows are written.
 		"expression-filter": {action: refuseIf, refuse: nonEmpty,
 			why: "expression filters (row filtering by SQL expression) are not supported by this worker; remove expression-filter or filter rows another way"},
-		// Dropping checkpoints is destructive: not doing it would resume
-		// from old checkpoints against the user's wish.
-		"remove-meta": {action: refuseIf, refuse: nonEmpty,
-			why: "use `dmctl task start --remove-meta FILE` instead (remove-meta in the task file is deprecated in DM)"},
 		"timezone":                  ignored, // timestamps are written in UTC sessions, which is exact
 		"ignore-checking-items":     ignored,
 		"enable-heartbeat":          ignored,

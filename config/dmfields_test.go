@@ -65,7 +65,6 @@ func TestDMFieldRefusals(t *testing.T) {
 	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1}]\n"
 	tests := []struct{ add, field string }{
 		{"collation_compatible: strict\n", "collation_compatible"},
-		{"remove-meta: true\n", "remove-meta"},
 		{"column-mappings: {m: {}}\n", "column-mappings"},
 		{"mydumpers: {m: {where: 'id > 3'}}\n", "mydumpers.m.where"},
 		{"target-database: {host: h, security: {ssl-ca-base64: c2VjcmV0}}\n", "target-database.security.ssl-ca-base64"},

@@ -66,12 +66,11 @@ func TestSubTaskConfigValidate(t *testing.T) {
 	}{
 		{name: "valid", yaml: subtaskYAML},
 		{name: "minimal", yaml: base},
+		{name: "incremental without meta (resumes from checkpoints)", yaml: "name: t1\nsource-id: s1\ntask-mode: incremental\ntarget-database: {host: h}\n"},
 		{name: "gtid meta is enough", yaml: "name: t1\nsource-id: s1\ntask-mode: incremental\nmeta: {binlog-gtid: 0-1-5}\ntarget-database: {host: h}\n"},
 		{name: "names, mode, target",
 			yaml:   "name: '-x'\nsource-id: ''\ntask-mode: sometimes\ntarget-database: {port: 0, host: ''}\nmeta-schema: ''\n",
 			fields: []string{"name", "source-id", "task-mode", "target-database.host"}},
-		{name: "incremental without meta", yaml: "name: t1\nsource-id: s1\ntask-mode: incremental\ntarget-database: {host: h}\n",
-			fields: []string{"meta"}},
 		{name: "bad binlog pos", yaml: base + "meta: {binlog-name: b.000001, binlog-pos: 2}\n", fields: []string{"meta.binlog-pos"}},
 		{name: "pos without name", yaml: base + "meta: {binlog-pos: 100}\n", fields: []string{"meta.binlog-name"}},
 		{name: "target port", yaml: "name: t1\nsource-id: s1\ntask-mode: full\ntarget-database: {host: h, port: 65536}\n",

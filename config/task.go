@@ -66,6 +66,11 @@ type TaskConfig struct {
 	// a successful load; it applies to every instance whose loader does not
 	// set cleanup-dump-file itself. Omitted means true.
 	CleanDumpFile *bool `json:"clean-dump-file,omitempty"`
+	// RemoveMeta is DM's deprecated task-file form of `dmctl task start
+	// --remove-meta`: the task's checkpoints in the target are removed when
+	// dmctl creates the task (once: the worker never sees the field, so
+	// restarts, pauses and resumes keep the checkpoints).
+	RemoveMeta bool `json:"remove-meta,omitempty"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -134,8 +139,11 @@ func (c *TaskConfig) validateInstance(p *problems, i int, seen map[string]int) {
 	if inst.Meta != nil {
 		inst.Meta.validate(p, join(at, "meta"))
 	}
-	if strings.EqualFold(c.TaskMode, ModeIncremental) && (inst.Meta == nil || inst.Meta.empty()) {
-		p.add(join(at, "meta"), "{}", "an incremental task needs meta.binlog-name or meta.binlog-gtid for every source")
+	// Without meta an incremental task resumes from its checkpoints in the
+	// target (dmctl checks they exist); a meta that names no start point is
+	// a mistake, as in DM.
+	if strings.EqualFold(c.TaskMode, ModeIncremental) && inst.Meta != nil && inst.Meta.empty() {
+		p.add(join(at, "meta"), "{}", "an incremental task's meta needs binlog-name or binlog-gtid (leave meta out to resume from the task's checkpoints)")
 	}
 	ref := func(field, name, section string, exists bool) {
 		if name != "" && !exists {

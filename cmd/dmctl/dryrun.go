@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/dmworker/dm-worker/config"
 )
@@ -80,6 +81,19 @@ func dryRunTask(e *env, path string) error {
 	}
 	if err != nil {
 		return err
+	}
+	var resume []string
+	for _, sc := range subs {
+		if strings.EqualFold(sc.TaskMode, config.ModeIncremental) && sc.Meta.BinlogName == "" && sc.Meta.BinlogGTID == "" {
+			resume = append(resume, sc.SourceID)
+		}
+	}
+	if len(resume) > 0 {
+		fmt.Fprintf(e.stderr, "note: %s: source(s) %s have no meta: they resume from the task's checkpoints in the target "+
+			"(`task start` checks that there are some, e.g. left by a full task of the same name)\n", path, strings.Join(resume, ", "))
+	}
+	if tc.RemoveMeta {
+		fmt.Fprintf(e.stderr, "note: %s: remove-meta: true (deprecated in DM): `task start` would remove the task's checkpoints in the target first\n", path)
 	}
 	masked := make([]*config.SubTaskConfig, len(subs))
 	for i, sc := range subs {

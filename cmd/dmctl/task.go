@@ -91,6 +91,11 @@ func taskStart(ctx context.Context, e *env, cmd *command, args []string) error {
 		return err
 	}
 	e.warnNotes(path, tc.Notes)
+	if tc.RemoveMeta {
+		fmt.Fprintf(e.stderr, "warning: %s: remove-meta: true (deprecated in DM): the task's checkpoints are removed now, "+
+			"as with --remove-meta; restarts keep them\n", path)
+		sm.removeMeta = true
+	}
 	st, c, err := e.cluster(ctx)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,12 +93,25 @@ func (o *startOptions) checkTaskFile(path string) (*config.TaskConfig, []*config
 // unit resumes from them, not from the meta. It prints what it did on
 // stderr.
 func (o *startOptions) prepare(ctx context.Context, e *env, c *cluster, task string, subtasks []*config.SubTaskConfig) error {
-	if o.startTime == "" && !o.removeMeta {
+	resume := o.resumers(subtasks)
+	if o.startTime == "" && !o.removeMeta && len(resume) == 0 {
 		return nil
 	}
 	key, err := e.secretKey()
 	if err != nil {
 		return err
+	}
+	if len(resume) > 0 {
+		if o.removeMeta {
+			return fmt.Errorf("task %s: source(s) %s have no meta and would resume from the task's checkpoints, which --remove-meta deletes: "+
+				"give them a meta (binlog-name/binlog-pos or binlog-gtid) or --start-time, or leave --remove-meta out", task, strings.Join(sourcesOf(resume), ", "))
+		}
+		if err := checkResumable(ctx, key, task, resume); err != nil {
+			return err
+		}
+		if o.startTime == "" && !o.removeMeta {
+			return nil
+		}
 	}
 	if o.startTime != "" {
 		for _, sc := range subtasks {
@@ -125,10 +139,70 @@ func (o *startOptions) prepare(ctx context.Context, e *env, c *cluster, task str
 	return nil
 }
 
+// resumers are the subtasks of an incremental task whose instance has no
+// meta: they start from the task's checkpoints in the target. With
+// --start-time every subtask gets a meta.
+func (o *startOptions) resumers(subtasks []*config.SubTaskConfig) []*config.SubTaskConfig {
+	if o.startTime != "" {
+		return nil
+	}
+	var out []*config.SubTaskConfig
+	for _, sc := range subtasks {
+		if strings.EqualFold(sc.TaskMode, config.ModeIncremental) && sc.Meta.BinlogName == "" && sc.Meta.BinlogGTID == "" {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+func sourcesOf(subtasks []*config.SubTaskConfig) []string {
+	out := make([]string, len(subtasks))
+	for i, sc := range subtasks {
+		out[i] = sc.SourceID
+	}
+	return out
+}
+
+// checkResumable requires a sync checkpoint of the task in the target for
+// every subtask without meta (one a task of the same name left: an all or
+// full task records the dump's snapshot there when its load finishes).
+func checkResumable(ctx context.Context, key *secret.Key, task string, subtasks []*config.SubTaskConfig) error {
+	for _, t := range targetsOf(subtasks) {
+		where := fmt.Sprintf("meta schema %s on target %s:%d", sqlschema.QuoteName(t.schema), t.db.Host, t.db.Port)
+		tk := targetKey(&config.SubTaskConfig{TargetDatabase: t.db, MetaSchema: t.schema})
+		_, db, err := openDB(ctx, t.db, key, dbconn.TargetRef(task))
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		have, err := syncmeta.TaskSources(ctx, db, t.schema, task)
+		_ = db.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		var missing []string
+		for _, sc := range subtasks {
+			if targetKey(sc) == tk && !slices.Contains(have, sc.SourceID) {
+				missing = append(missing, sc.SourceID)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("task %s: source(s) %s have no meta and %s holds no checkpoint of the task for them to resume from: "+
+				"give each a meta (binlog-name/binlog-pos or binlog-gtid), or --start-time T; a full or all task of the same name "+
+				"leaves such a checkpoint when its load finishes", task, strings.Join(missing, ", "), where)
+		}
+	}
+	return nil
+}
+
 // metaTarget is one target database and meta schema of a task.
 type metaTarget struct {
 	db     config.DBConfig
 	schema string
+}
+
+// targetKey names the target and meta schema of a subtask.
+func targetKey(sc *config.SubTaskConfig) string {
+	return fmt.Sprintf("%s\x00%d\x00%s\x00%s", sc.TargetDatabase.Host, sc.TargetDatabase.Port, sc.TargetDatabase.User, sc.MetaSchema)
 }
 
 // targetsOf returns the distinct targets and meta schemas of subtasks.
@@ -136,7 +210,7 @@ func targetsOf(subtasks []*config.SubTaskConfig) []metaTarget {
 	var out []metaTarget
 	seen := make(map[string]bool)
 	for _, sc := range subtasks {
-		k := fmt.Sprintf("%s\x00%d\x00%s\x00%s", sc.TargetDatabase.Host, sc.TargetDatabase.Port, sc.TargetDatabase.User, sc.MetaSchema)
+		k := targetKey(sc)
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, metaTarget{db: sc.TargetDatabase, schema: sc.MetaSchema})

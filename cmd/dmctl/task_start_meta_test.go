@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -277,6 +278,30 @@ func TestTaskStartRemoveMeta(t *testing.T) {
 	if !strings.Contains(r.stderr, "deleted 1 row(s) of task tr (sources mysql-01)") {
 		t.Errorf("--remove-meta stderr:\n%s", r.stderr)
 	}
+	// remove-meta: true in the task file (DM's deprecated form) does what
+	// --remove-meta does, with a warning; the subtask it writes does not
+	// carry it, so a worker restart keeps the checkpoints.
+	m.ok("task", "stop", "tr")
+	m.putCheckpoints("tr", "mysql-01")
+	plain, err := os.ReadFile(m.taskFile("tr", "all"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withField := m.file("tr-rm.yaml", "remove-meta: true\n"+string(plain))
+	r = m.ok("--output", "json", "task", "start", withField, "--dry-run")
+	if !strings.Contains(r.stderr, "would remove the task's checkpoints") || strings.Contains(r.stdout, "remove-meta") {
+		t.Errorf("--dry-run of a file with remove-meta: stderr %q, stdout %s", r.stderr, r.stdout)
+	}
+	check("--dry-run of a file with remove-meta", []string{"other/mysql-01", "tr/mysql-01", "tr2/mysql-01"})
+	r = m.ok("task", "start", withField)
+	check("remove-meta: true in the file", others)
+	if !strings.Contains(r.stderr, "remove-meta: true (deprecated in DM)") || !strings.Contains(r.stderr, "deleted 1 row(s) of task tr (sources mysql-01)") {
+		t.Errorf("remove-meta in the file: stderr:\n%s", r.stderr)
+	}
+	if v, _ := m.get("/task/config/mysql-01/tr"); strings.Contains(v, "remove-meta") {
+		t.Errorf("the subtask carries remove-meta: %s", v)
+	}
+
 	m.ok("task", "stop", "tr")
 	r = m.ok("task", "start", m.taskFile("tr", "all"), "--remove-meta")
 	if !strings.Contains(r.stderr, "task tr had no checkpoints") {

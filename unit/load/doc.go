@@ -31,9 +31,11 @@
 //     crash a chunk is loaded and recorded, or neither. A chunk whose rows
 //     do not all go in (keys already in the target: rows there before, or
 //     merged tables whose keys overlap) or whose file changed is refused;
-//  5. in one transaction marks load_status finished and, in mode all, writes
-//     the sync unit's checkpoint at the snapshot (manifest Start) and its
-//     safe point at the dump's end (syncmeta.HandOff); then removes the
+//  5. in one transaction marks load_status finished and writes the sync
+//     unit's checkpoint at the snapshot (manifest Start) and its safe point
+//     at the dump's end (syncmeta.HandOff: mode all syncs from there; after
+//     mode full, an incremental task of the same name without meta resumes
+//     from there); then removes the
 //     chunk files and the manifest unless loader.cleanup-dump-file is false.
 //
 // Rows go in with LOAD DATA LOCAL INFILE streamed from the file through the

@@ -149,7 +149,7 @@ func (l *Loader) Init(ctx context.Context) error {
 		return errs.New(CodeLoadConfig, false, "load: target: %w", err)
 	}
 	store := &metaStore{schema: l.cfg.MetaSchema, task: l.cfg.Name, source: l.cfg.SourceID}
-	if err := store.prepare(ctx, db, l.cfg.TaskMode == config.ModeAll); err != nil {
+	if err := store.prepare(ctx, db); err != nil {
 		_ = db.Close() // the error being returned matters more
 		return err
 	}

@@ -21,13 +21,10 @@ type metaStore struct {
 
 func (s *metaStore) table(name string) string { return sqlschema.QuoteTable(s.schema, name) }
 
-// prepare creates the meta schema and the load tables (and, for task mode
-// all, the sync unit's tables the hand-off writes) when missing.
-func (s *metaStore) prepare(ctx context.Context, db *sql.DB, withSync bool) error {
-	stmts := loadmeta.CreateStatements(s.schema)
-	if withSync {
-		stmts = append(stmts, syncmeta.CreateStatements(s.schema)...)
-	}
+// prepare creates the meta schema, the load tables and the sync unit's
+// tables the hand-off writes, when missing.
+func (s *metaStore) prepare(ctx context.Context, db *sql.DB) error {
+	stmts := append(loadmeta.CreateStatements(s.schema), syncmeta.CreateStatements(s.schema)...)
 	for _, q := range stmts {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return errs.Wrap(err, CodeLoadCheckpoint, "load: create the load tables in meta schema %s of the target", sqlschema.QuoteName(s.schema))

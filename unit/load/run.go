@@ -69,10 +69,10 @@ func (l *Loader) run(ctx context.Context) error {
 	if err := l.loadChunks(ctx, r, jobs, max(1, l.cfg.Loader.PoolSize)); err != nil {
 		return err
 	}
-	var handOff []syncmeta.Statement
-	if l.cfg.TaskMode == config.ModeAll {
-		handOff = syncmeta.HandOff(l.cfg.MetaSchema, l.cfg.Name, l.cfg.SourceID, m.Start, m.End)
-	}
+	// Mode all hands the source over to the sync unit; mode full leaves the
+	// same checkpoint, so that an incremental task of the same name started
+	// without meta resumes exactly where the dump's snapshot ends.
+	handOff := syncmeta.HandOff(l.cfg.MetaSchema, l.cfg.Name, l.cfg.SourceID, m.Start, m.End)
 	if err := l.store.finish(ctx, l.db, m.DumpID, l.prog.snapshot().Rows, handOff); err != nil {
 		return err
 	}
