@@ -27,6 +27,13 @@ var filterEvents = map[string]bool{
 	"truncate table partition": true, "reorganize table partition": true,
 	"rebuild table partition": true, "coalesce table partition": true,
 	"split table partition": true, "exchange table partition": true,
+	"add column": true, "add primary key": true, "add foreign key": true, "drop foreign key": true,
+	"modify table comment": true, "alter table partitioning": true, "remove table partitioning": true,
+	// TiDB's own kinds, which a MariaDB or MySQL source never produces.
+	"modify schema charset and collate": true, "modify table charset and collate": true,
+	"recover table": true, "set default value": true, "rebase auto id": true,
+	"alter index visibility": true, "alter ttl info": true, "alter ttl remove": true,
+	"multi schema change": true,
 }
 
 // filterEventAliases are event names read as another: DM's own aliases of

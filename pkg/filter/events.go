@@ -74,16 +74,29 @@ func NewEventFilter(rules []config.FilterRule, caseSensitive bool) (*EventFilter
 	return f, nil
 }
 
-// matches reports whether the rule names the event (by type or SQL text).
-func (r *eventRule) matches(event, sql string) bool {
+// matches reports whether the rule names the event (by type, one of its
+// finer kinds, their class, or SQL text).
+func (r *eventRule) matches(event string, kinds []string, sql string) bool {
 	if r.events["all"] || r.events[event] {
 		return true
 	}
-	if IsDMLEvent(event) && r.events["all dml"] {
-		return true
-	}
-	if !IsDMLEvent(event) && r.events["all ddl"] {
-		return true
+	if IsDMLEvent(event) {
+		if r.events["all dml"] {
+			return true
+		}
+	} else {
+		if r.events["all ddl"] {
+			return true
+		}
+		class := r.events[EvIncompatibleDDLChanges]
+		if class && incompatible[event] {
+			return true
+		}
+		for _, k := range kinds {
+			if r.events[k] || class && incompatible[k] {
+				return true
+			}
+		}
 	}
 	if sql != "" {
 		for _, re := range r.sqls {
@@ -113,6 +126,15 @@ func (e *RuleError) Error() string {
 // filtered out. The first rule of the table that decides wins; a matching
 // Error rule returns a *RuleError.
 func (f *EventFilter) Skip(schema, table, event, sql string) (bool, error) {
+	return f.SkipDDL(schema, table, event, nil, sql)
+}
+
+// SkipDDL is Skip for a DDL statement that is also of the finer kinds
+// (AlterKinds): a rule naming the statement's kind, any of the finer
+// kinds, or "incompatible ddl changes" when one of them is such a change,
+// matches it. (DM matches only the first clause's finer kind, and not
+// "alter table" then; a rule here matches every kind the statement has.)
+func (f *EventFilter) SkipDDL(schema, table, event string, kinds []string, sql string) (bool, error) {
 	for i := range f.rules {
 		r := &f.rules[i]
 		if !f.m.Match(r.schema, schema) {
@@ -121,7 +143,7 @@ func (f *EventFilter) Skip(schema, table, event, sql string) (bool, error) {
 		if r.table != "" && (table == "" || !f.m.Match(r.table, table)) {
 			continue
 		}
-		matched := r.matches(event, sql)
+		matched := r.matches(event, kinds, sql)
 		switch {
 		case r.fail && matched:
 			return true, &RuleError{rule: r.name, schema: schema, table: table, event: event}

@@ -108,7 +108,17 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 	if handled, err := d.online(ctx, e, query, start, end); handled {
 		return err
 	}
+	d.translator.oldTable = func(t tableName) *sqlschema.Table {
+		tbl, err := sqlschema.ReadTable(ctx, d.target, t.Schema, t.Table)
+		if err != nil {
+			d.logger.Debug("no finer filter kind for MODIFY/CHANGE COLUMN: the target table cannot be read",
+				zap.Stringer("table", t), zap.Error(err))
+			return nil
+		}
+		return tbl
+	}
 	stmts, err := d.translator.translate(string(e.Schema), query)
+	d.translator.oldTable = nil
 	if err != nil {
 		d.unit.setStuck(&stuckDDL{start: start, end: end})
 		if h := d.unit.takeHandle(start, end); h != nil {

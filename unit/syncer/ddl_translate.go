@@ -10,6 +10,7 @@ import (
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 
 	"github.com/dmworker/dm-worker/pkg/filter"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // ddlTranslator turns the text of a query event into the statements to run
@@ -24,6 +25,11 @@ type ddlTranslator struct {
 	filter    *filter.Tables
 	events    *filter.EventFilter
 	router    *filter.Router
+	// oldTable reads the target table a source table is routed to, as it
+	// is before the statement, for the finer kinds of a MODIFY or CHANGE
+	// COLUMN (filter.AlterKinds; nil or a nil result: none, as in DM when
+	// it cannot read the table).
+	oldTable func(routed tableName) *sqlschema.Table
 }
 
 func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router *filter.Router) *ddlTranslator {
@@ -80,7 +86,9 @@ func (v *tableNames) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 // statement, then dbName names the database) and whether it was already
 // rewritten (narrowed, or IF NOT EXISTS added).
 type ddlStmt struct {
-	event   string
+	event string
+	// kinds are an ALTER TABLE's finer filter kinds (filter.AlterKinds).
+	kinds   []string
 	primary *ast.TableName
 	dbName  string
 	changed bool
@@ -121,6 +129,13 @@ func (x *ddlTranslator) classify(schema, query string, node ast.StmtNode) (st dd
 		st.event, st.primary = filter.EvCreateTable, n.Table
 	case *ast.AlterTableStmt:
 		st.event, st.primary = filter.EvAlterTable, n.Table
+		st.kinds = filter.AlterKinds(n, func() *sqlschema.Table {
+			if x.oldTable == nil {
+				return nil
+			}
+			src := qualify(n.Table, schema)
+			return x.oldTable(x.router.Route(src.Schema, src.Table))
+		})
 	case *ast.TruncateTableStmt:
 		st.event, st.primary = filter.EvTruncateTable, n.Table
 	case *ast.CreateIndexStmt:
@@ -182,12 +197,12 @@ func qualify(t *ast.TableName, schema string) tableName {
 // kept reports whether a statement's table is replicated: selected by
 // the block-allow list and not skipped by a filter rule (an Error rule
 // makes it an error).
-func (x *ddlTranslator) kept(schema, query string, t *ast.TableName, event string) (bool, error) {
+func (x *ddlTranslator) kept(schema, query string, t *ast.TableName, event string, kinds ...string) (bool, error) {
 	n := qualify(t, schema)
 	if !x.filter.TableAllowed(n.Schema, n.Table) {
 		return false, nil
 	}
-	skip, err := x.events.Skip(n.Schema, n.Table, event, query)
+	skip, err := x.events.SkipDDL(n.Schema, n.Table, event, kinds, query)
 	return !skip, err
 }
 
@@ -220,7 +235,7 @@ func (x *ddlTranslator) translateDatabaseDDL(node ast.StmtNode, query string, st
 // A CREATE TABLE whose table is routed elsewhere gets IF NOT EXISTS, since
 // many source tables may be merged into one target table.
 func (x *ddlTranslator) translateTableDDL(node ast.StmtNode, schema, query string, st ddlStmt, single bool) (targetDDL, bool, error) {
-	if ok, err := x.kept(schema, query, st.primary, st.event); !ok || err != nil {
+	if ok, err := x.kept(schema, query, st.primary, st.event, st.kinds...); !ok || err != nil {
 		return targetDDL{}, false, err
 	}
 	if ct, ok := node.(*ast.CreateTableStmt); ok && !ct.IfNotExists {

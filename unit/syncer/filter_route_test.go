@@ -157,3 +157,48 @@ func TestRowFilterErrorDrainsFirst(t *testing.T) {
 		t.Fatalf("target app.bad: %d rows, %v; want the refused row left out", bad, err)
 	}
 }
+
+// TestFilterDDLKinds: rules naming DM's finer DDL kinds skip exactly the
+// ALTERs of those kinds; MODIFY COLUMN is classified against the target
+// table as it was before the statement.
+func TestFilterDDLKinds(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "ddlkinds")
+	cfg.BAList = config.BAList{DoDBs: []string{"app"}}
+	cfg.FilterRules = []config.FilterRule{
+		{SchemaPattern: "app", TablePattern: "t", Events: []string{"drop column", "value range decrease"}, Action: config.FilterIgnore},
+	}
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	r := unittest.Start(u, false, 0)
+	defer r.Stop(t)
+
+	mariadbtest.MustExec(t, e.srcDB,
+		"CREATE DATABASE app",
+		"CREATE TABLE app.t (id INT PRIMARY KEY, a INT, b INT, c VARCHAR(10))",
+		"INSERT INTO app.t VALUES (1, 1, 1, 'x')",
+		"ALTER TABLE app.t DROP COLUMN b",                   // skipped: drop column
+		"ALTER TABLE app.t ADD COLUMN d INT",                // applied
+		"ALTER TABLE app.t MODIFY a TINYINT",                // skipped: value range decrease
+		"ALTER TABLE app.t MODIFY c VARCHAR(20)",            // applied: longer
+		"ALTER TABLE app.t ADD COLUMN e INT, DROP COLUMN d", // skipped: one clause drops a column
+		"CREATE TABLE app.marker (id INT PRIMARY KEY)", "INSERT INTO app.marker VALUES (1)",
+	)
+	e.waitEqual(t, same("app.marker"), r)
+	var cols []string
+	rows, err := e.dstDB.Query("SELECT CONCAT(COLUMN_NAME, ' ', COLUMN_TYPE) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = 't' ORDER BY ORDINAL_POSITION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if got, want := strings.Join(cols, ", "), "id int(11), a int(11), b int(11), c varchar(20), d int(11)"; got != want {
+		t.Errorf("target columns %q, want %q", got, want)
+	}
+}
