@@ -33,7 +33,8 @@ const dumpReadBuffer = 256 << 10
 // blocked read fail.
 type dumpConn struct {
 	c  *client.Conn
-	br *bufio.Reader // over c's connection, once the dump has started
+	ra *readAhead    // reads c's connection ahead, once the dump has started
+	br *bufio.Reader // over ra
 
 	seq  uint8 // sequence number of the next packet
 	left int   // unread payload bytes of the current packet
@@ -170,18 +171,25 @@ func (d *dumpConn) dumpGTID(p dumpParams, set mysql.GTIDSet) error {
 
 // started switches reading to the dump's packets: nothing is buffered in
 // go-mysql's reader, since the server sends nothing between the answer to
-// the last command and the dump.
+// the last command and the dump. From here on the connection is read
+// ahead on a goroutine of its own (see readAhead).
 func (d *dumpConn) started() {
 	d.seq = d.c.Sequence
-	d.br = bufio.NewReaderSize(d.c.Conn.Conn, dumpReadBuffer)
+	d.ra = newReadAhead(d.c.Conn.Conn)
+	d.br = bufio.NewReaderSize(d.ra, dumpReadBuffer)
 }
 
 // id is the connection id the source gave the connection.
 func (d *dumpConn) id() uint32 { return d.c.GetConnectionID() }
 
-// close closes the connection; a blocked read fails.
+// close closes the connection, which makes a blocked read fail, and ends
+// the read-ahead.
 func (d *dumpConn) close() error {
-	return d.c.Close()
+	err := d.c.Close()
+	if d.ra != nil {
+		d.ra.stop()
+	}
+	return err
 }
 
 // errDumpEnded is returned when the source ends the dump with an EOF packet.
