@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -13,45 +12,69 @@ import (
 	"time"
 )
 
-// TestReadAheadBytes reads a stream through readAhead and bufio, as the
-// dump does, in reads of random sizes over a source that returns short
-// reads: the bytes and their order are the source's, and the source's
-// failure comes after all of them.
+// TestReadAheadBytes reads a stream through readAhead with peeks and reads
+// of random sizes, as the dump does, over a source that returns short
+// reads (so that peeks span chunks): the bytes and their order are the
+// source's, and the source's failure comes after all of them.
 func TestReadAheadBytes(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	want := make([]byte, 3*readAheadChunks*readAheadChunk+12345)
-	for i := range want {
-		want[i] = byte(rng.Uint32())
-	}
-	failure := errors.New("connection reset")
-	src := io.MultiReader(iotest.HalfReader(bytes.NewReader(want)), iotest.ErrReader(failure))
-	a := newReadAhead(src)
-	defer a.stop()
-	br := bufio.NewReaderSize(a, dumpReadBuffer)
-	var got []byte
-	for len(got) < len(want) {
-		n := 1 + rng.IntN(min(len(want)-len(got), 2*dumpReadBuffer))
-		if n <= dumpReadBuffer && rng.IntN(2) == 0 {
-			p, err := br.Peek(n)
-			if err != nil {
-				t.Fatalf("peek %d at %d: %v", n, len(got), err)
+	for _, tc := range []struct {
+		name  string
+		size  int
+		short func(r io.Reader, rng *rand.Rand) io.Reader
+	}{
+		{"half reads", 3*readAheadChunks*readAheadChunk + 12345, func(r io.Reader, _ *rand.Rand) io.Reader { return iotest.HalfReader(r) }},
+		{"tiny reads", 1<<20 + 777, func(r io.Reader, rng *rand.Rand) io.Reader { return &shortReader{r: r, rng: rng} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			want := make([]byte, tc.size)
+			for i := range want {
+				want[i] = byte(rng.Uint32())
 			}
-			got = append(got, p...)
-			_, _ = br.Discard(n)
-			continue
-		}
-		p := make([]byte, n)
-		if _, err := io.ReadFull(br, p); err != nil {
-			t.Fatalf("read %d at %d: %v", n, len(got), err)
-		}
-		got = append(got, p...)
+			failure := errors.New("connection reset")
+			src := io.MultiReader(tc.short(bytes.NewReader(want), rand.New(rand.NewPCG(3, 4))), iotest.ErrReader(failure))
+			a := newReadAhead(src, dumpReadBuffer)
+			defer a.stop()
+			var got []byte
+			for len(got) < len(want) {
+				n := 1 + rng.IntN(min(len(want)-len(got), 2*dumpReadBuffer))
+				if n <= dumpReadBuffer && rng.IntN(2) == 0 {
+					p, err := a.Peek(n)
+					if err != nil {
+						t.Fatalf("peek %d at %d: %v", n, len(got), err)
+					}
+					// A second peek of a part returns the same bytes.
+					if q, err := a.Peek(n / 2); err != nil || !bytes.Equal(q, p[:n/2]) {
+						t.Fatalf("second peek %d at %d: %v", n/2, len(got), err)
+					}
+					got = append(got, p...)
+					a.Discard(n)
+					continue
+				}
+				p := make([]byte, n)
+				if _, err := io.ReadFull(a, p); err != nil {
+					t.Fatalf("read %d at %d: %v", n, len(got), err)
+				}
+				got = append(got, p...)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("the bytes read ahead differ from the source's")
+			}
+			if _, err := a.Read(make([]byte, 1)); !errors.Is(err, failure) {
+				t.Fatalf("after the last byte: %v, want %v", err, failure)
+			}
+		})
 	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("the bytes read ahead differ from the source's")
-	}
-	if _, err := br.ReadByte(); !errors.Is(err, failure) {
-		t.Fatalf("after the last byte: %v, want %v", err, failure)
-	}
+}
+
+// shortReader returns 1 to 5000 bytes per read.
+type shortReader struct {
+	r   io.Reader
+	rng *rand.Rand
+}
+
+func (s *shortReader) Read(p []byte) (int, error) {
+	return s.r.Read(p[:min(len(p), 1+s.rng.IntN(5000))])
 }
 
 // TestReadAheadBounded: a reader that stops consuming holds the
@@ -60,7 +83,7 @@ func TestReadAheadBytes(t *testing.T) {
 func TestReadAheadBounded(t *testing.T) {
 	t.Run("ring full", func(t *testing.T) {
 		src := &countingReader{}
-		a := newReadAhead(src)
+		a := newReadAhead(src, dumpReadBuffer)
 		deadline := time.Now().Add(10 * time.Second)
 		for len(a.full) < readAheadChunks && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
@@ -74,7 +97,7 @@ func TestReadAheadBounded(t *testing.T) {
 	t.Run("blocked read", func(t *testing.T) {
 		client, server := net.Pipe()
 		defer server.Close()
-		a := newReadAhead(client)
+		a := newReadAhead(client, dumpReadBuffer)
 		go func() { _, _ = server.Write([]byte("abc")) }()
 		p := make([]byte, 3)
 		if _, err := io.ReadFull(a, p); err != nil || string(p) != "abc" {
