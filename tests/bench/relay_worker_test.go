@@ -3,12 +3,16 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +35,9 @@ const (
 	rwPoll = 2 * time.Millisecond
 	// rwTimeout bounds one pull by the worker.
 	rwTimeout = 5 * time.Minute
+	// rwStraceEnv, when 1, attaches `strace -c -f` to each worker for its pull and logs the
+	// summary (the pull is slower under strace: its times are not recorded).
+	rwStraceEnv = "BENCH_RW_STRACE"
 )
 
 // rwRun is one timed pull of the whole binlog by a dm-worker process.
@@ -42,6 +49,8 @@ type rwRun struct {
 	cpu       time.Duration // the worker's CPU time over elapsed
 	peakRSS   int64         // the worker's VmHWM at the end, bytes
 	sourceCPU time.Duration
+	// minflt and majflt are the worker's page faults, gcs its GC cycles over elapsed.
+	minflt, majflt, gcs int64
 }
 
 // TestRelayThroughWorker is issue 27's outside check of the relay: a source with
@@ -86,9 +95,10 @@ func TestRelayThroughWorker(t *testing.T) {
 		workerRun := func() {
 			r := rwPull(t, bin, cli, etcd, src, end, total, round, work)
 			ours = append(ours, r)
-			t.Logf("round %d: dm-worker %v (%.1f MB/s; first relay file at %v), CPU %v, peak RSS %.1f MB, source CPU %v",
-				round, r.elapsed.Round(time.Millisecond), mb(total)/r.elapsed.Seconds(), r.firstFile.Round(time.Millisecond),
-				r.cpu.Round(time.Millisecond), mb(r.peakRSS), r.sourceCPU.Round(time.Millisecond))
+			t.Logf("round %d: dm-worker %v (%.1f MB/s; first relay file at %v), CPU %v, peak RSS %.1f MB, source CPU %v, "+
+				"page faults %d minor / %d major, %d GC cycles", round, r.elapsed.Round(time.Millisecond), mb(total)/r.elapsed.Seconds(),
+				r.firstFile.Round(time.Millisecond), r.cpu.Round(time.Millisecond), mb(r.peakRSS), r.sourceCPU.Round(time.Millisecond),
+				r.minflt, r.majflt, r.gcs)
 		}
 		binlogRun := func() {
 			dir := filepath.Join(work, fmt.Sprintf("mariadb-binlog-%d", round))
@@ -153,7 +163,7 @@ func TestRelayThroughWorker(t *testing.T) {
 		f("relay_child_s", c.elapsed.Seconds()), f("relay_child_ratio", ratio(b.elapsed.Seconds(), c.elapsed.Seconds())),
 		f("relay_child_cpu_s", c.usage.CPU.Seconds()), f("relay_child_peak_rss_MB", mb(maxRSS(child))),
 		f("worker_MBps", mb(total)/o.elapsed.Seconds()), f("mariadb_binlog_MBps", mb(total)/b.elapsed.Seconds()),
-		f("worker_cpu_s", o.cpu.Seconds()), f("mariadb_binlog_cpu_s", b.usage.CPU.Seconds()),
+		f("worker_cpu_s", o.cpu.Seconds()), f("worker_minflt", o.minflt), f("worker_majflt", o.majflt), f("worker_gc_cycles", o.gcs), f("mariadb_binlog_cpu_s", b.usage.CPU.Seconds()),
 		f("source_cpu_s_worker", o.sourceCPU.Seconds()), f("source_cpu_s_mariadb_binlog", b.sourceCPU.Seconds()),
 		f("worker_peak_rss_MiB", mib(peak)), f("rss_bound", rwRSSVerdict(peak)),
 		f("mariadb_binlog_peak_rss_MB", mb(maxRSS(theirs))))
@@ -201,10 +211,22 @@ func rwPull(t *testing.T, bin binaries, cli *clientv3.Client, etcd *etcdtest.Clu
 	if p := os.Getenv(profileEnv); p != "" {
 		prof = startProfiler(ctx, w, p, fmt.Sprintf("rw-%d", round))
 	}
+	var strace *exec.Cmd
+	var straceOut bytes.Buffer
+	if os.Getenv(rwStraceEnv) == "1" {
+		strace = exec.Command("strace", "-c", "-f", "-p", w.pidString())
+		strace.Stdout, strace.Stderr = &straceOut, &straceOut
+		if err := strace.Start(); err != nil {
+			t.Fatalf("start strace: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // attached to every thread
+	}
 	cpu0, err := procCPU(w.pidString())
 	if err != nil {
 		t.Fatal(err)
 	}
+	flt0 := rwFaults(t, w.pidString())
+	gc0 := scrapeGauges(t, w, "go_gc_duration_seconds_count")[0]
 	srcCPU0 := serverCPU(t, src)
 	relayDir := filepath.Join(dataDir, "relay")
 	putCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -239,6 +261,13 @@ func rwPull(t *testing.T, bin binaries, cli *clientv3.Client, etcd *etcdtest.Clu
 		t.Fatal(err)
 	}
 	srcCPU := serverCPU(t, src) - srcCPU0
+	flt := rwFaults(t, w.pidString())
+	gcs := scrapeGauges(t, w, "go_gc_duration_seconds_count")[0] - gc0
+	if strace != nil {
+		_ = strace.Process.Signal(syscall.SIGINT)
+		_ = strace.Wait()
+		t.Logf("round %d, dm-worker: strace -c -f over the pull (times not recorded):\n%s", round, straceOut.String())
+	}
 	hwm, err := vmHWM(w.pidString())
 	if err != nil {
 		t.Fatalf("peak RSS of dm-worker: %v", err)
@@ -255,7 +284,31 @@ func rwPull(t *testing.T, bin binaries, cli *clientv3.Client, etcd *etcdtest.Clu
 		t.Fatalf("round %d: the worker's relay holds %d bytes of binlog, the source has %d", round, got, total)
 	}
 	removeAll(t, dataDir)
-	return rwRun{elapsed: elapsed, firstFile: first, cpu: cpu1 - cpu0, peakRSS: hwm * 1024, sourceCPU: srcCPU}
+	return rwRun{elapsed: elapsed, firstFile: first, cpu: cpu1 - cpu0, peakRSS: hwm * 1024, sourceCPU: srcCPU,
+		minflt: flt[0] - flt0[0], majflt: flt[1] - flt0[1], gcs: gcs}
+}
+
+// rwFaults reads the minor and major page faults of process pid from /proc/<pid>/stat.
+func rwFaults(t *testing.T, pid string) [2]int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: state, ppid, pgrp, session, tty_nr,
+	// tpgid, flags, minflt, cminflt, majflt, ...
+	_, rest, ok := strings.Cut(string(b), ") ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 10 {
+		t.Fatalf("/proc/%s/stat: %q", pid, b)
+	}
+	var out [2]int64
+	for i, k := range []int{7, 9} {
+		if out[i], err = strconv.ParseInt(fields[k], 10, 64); err != nil {
+			t.Fatalf("/proc/%s/stat field %d: %v", pid, k+3, err)
+		}
+	}
+	return out
 }
 
 // rwLastFile is the size of the relay file named name under relayDir (in the relay's
