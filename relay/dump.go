@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -16,24 +15,26 @@ import (
 	"github.com/google/uuid"
 )
 
-// dumpReadBuffer is the read buffer of a dump connection: events smaller
-// than it are read from it, larger ones straight into the caller's buffer.
+// dumpReadBuffer is the most a dump connection peeks at once: events up
+// to it are handed over where the read-ahead holds them, larger ones are
+// read into the caller's buffer.
 const dumpReadBuffer = 256 << 10
 
 // dumpConn is one binlog dump connection to the source. go-mysql's client
 // does the handshake (TLS included) and the commands, as go-mysql's
 // BinlogSyncer does (checksum awareness, MariaDB's GTID capability, the
 // heartbeat period, COM_REGISTER_SLAVE, COM_BINLOG_DUMP(_GTID)); once the
-// dump has started, events are read off the connection into the caller's
-// reused buffer, or in pieces for events too large to hold: no allocation
-// and no copy per packet, and memory that does not grow with the events'
-// size. Semi-sync and compression stay off.
+// dump has started, the connection is read ahead (readAhead) and events
+// are handed over in place, or read into the caller's reused buffer, or in
+// pieces for events too large to hold: no allocation and no copy per
+// packet, and memory that does not grow with the events' size. Semi-sync
+// and compression stay off.
 //
 // One goroutine reads; close may be called from any goroutine and makes a
 // blocked read fail.
 type dumpConn struct {
 	c  *client.Conn
-	br *bufio.Reader // over c's connection, once the dump has started
+	ra *readAhead // reads c's connection ahead, once the dump has started
 
 	seq  uint8 // sequence number of the next packet
 	left int   // unread payload bytes of the current packet
@@ -170,18 +171,24 @@ func (d *dumpConn) dumpGTID(p dumpParams, set mysql.GTIDSet) error {
 
 // started switches reading to the dump's packets: nothing is buffered in
 // go-mysql's reader, since the server sends nothing between the answer to
-// the last command and the dump.
+// the last command and the dump. From here on the connection is read
+// ahead on a goroutine of its own (see readAhead).
 func (d *dumpConn) started() {
 	d.seq = d.c.Sequence
-	d.br = bufio.NewReaderSize(d.c.Conn.Conn, dumpReadBuffer)
+	d.ra = newReadAhead(d.c.Conn.Conn, dumpReadBuffer)
 }
 
 // id is the connection id the source gave the connection.
 func (d *dumpConn) id() uint32 { return d.c.GetConnectionID() }
 
-// close closes the connection; a blocked read fails.
+// close closes the connection, which makes a blocked read fail, and ends
+// the read-ahead.
 func (d *dumpConn) close() error {
-	return d.c.Close()
+	err := d.c.Close()
+	if d.ra != nil {
+		d.ra.stop()
+	}
+	return err
 }
 
 // errDumpEnded is returned when the source ends the dump with an EOF packet.
@@ -235,7 +242,7 @@ func (d *dumpConn) peek(n int) (b []byte, ok bool, err error) {
 	if n > d.left || n > dumpReadBuffer {
 		return nil, false, nil
 	}
-	if b, err = d.br.Peek(n); err != nil {
+	if b, err = d.ra.Peek(n); err != nil {
 		return nil, false, fmt.Errorf("read binlog dump packet: %w", err)
 	}
 	return b, true, nil
@@ -243,14 +250,14 @@ func (d *dumpConn) peek(n int) (b []byte, ok bool, err error) {
 
 // skip reads the n bytes peek returned.
 func (d *dumpConn) skip(n int) {
-	_, _ = d.br.Discard(n) // cannot fail: peek buffered them
+	d.ra.Discard(n)
 	d.left -= n
 }
 
 // nextPacket reads a packet header.
 func (d *dumpConn) nextPacket() error {
 	var h [4]byte
-	if _, err := io.ReadFull(d.br, h[:]); err != nil {
+	if _, err := io.ReadFull(d.ra, h[:]); err != nil {
 		return fmt.Errorf("read binlog dump packet: %w", err)
 	}
 	if h[3] != d.seq {
@@ -276,7 +283,7 @@ func (d *dumpConn) read(p []byte) error {
 			continue
 		}
 		n := min(len(p), d.left)
-		if _, err := io.ReadFull(d.br, p[:n]); err != nil {
+		if _, err := io.ReadFull(d.ra, p[:n]); err != nil {
 			return fmt.Errorf("read binlog dump packet: %w", err)
 		}
 		p, d.left = p[n:], d.left-n
