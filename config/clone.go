@@ -23,6 +23,8 @@ func (c *SubTaskConfig) Clone() *SubTaskConfig {
 	r.BAList = c.BAList.clone()
 	r.RouteRules = cloneRoutes(c.RouteRules)
 	r.FilterRules = cloneFilters(c.FilterRules)
+	r.ShadowTableRules, r.TrashTableRules = slices.Clone(c.ShadowTableRules), slices.Clone(c.TrashTableRules)
+	r.IgnoreCheckingItems = slices.Clone(c.IgnoreCheckingItems)
 	r.Loader.CleanupDumpFile = clonePtr(c.Loader.CleanupDumpFile)
 	r.Notes = c.Notes.clone()
 	return &r

@@ -27,7 +27,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"expression-filter": {action: refuseIf, refuse: nonEmpty,
 			why: "expression filters (row filtering by SQL expression) are not supported by this worker; remove expression-filter or filter rows another way"},
 		"timezone":                  ignored, // timestamps are written in UTC sessions, which is exact
-		"ignore-checking-items":     ignored,
 		"enable-heartbeat":          ignored,
 		"heartbeat-update-interval": ignored,
 		"heartbeat-report-interval": ignored,

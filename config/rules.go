@@ -249,3 +249,48 @@ func validateMetaSchema(p *problems, field, schema string) {
 		p.add(field, schema, "must be a schema name of 1 to 64 characters without ` or NUL")
 	}
 }
+
+// CheckingItems maps the precheck items a task's ignore-checking-items may
+// name, DM's names (tiflow dm/config checking_item.go) and this worker's,
+// to this worker's items they stand for; "all" stands for every item. A DM
+// item this worker does not check (version, conn_number, the lightning
+// ones, ...) stands for none: ignoring it changes nothing.
+var CheckingItems = map[string][]string{
+	"all":                    nil,
+	"dump_privilege":         {"privilege_select", "privilege_reload"},
+	"replication_privilege":  {"privilege_replication_client", "privilege_replication_slave"},
+	"version":                {},
+	"server_id":              {"server_id"},
+	"binlog_enable":          {"log_bin"},
+	"binlog_format":          {"binlog_format"},
+	"binlog_row_image":       {"binlog_row_image"},
+	"table_schema":           {"table_keys", "target_table_schema"},
+	"schema_of_shard_tables": {"shard_table_schema"},
+	"auto_increment_ID":      {"shard_auto_increment"},
+	"online_ddl":             {"online_ddl"},
+	"binlog_db":              {},
+	"conn_number":            {},
+	"target_privilege":       {"target_writable"},
+	"meta_position":          {},
+	"lightning_empty_region": {}, "lightning_region_distribution": {}, "lightning_cluster_version": {},
+	"lightning_free_space": {}, "lightning_sorting_space": {}, "lightning_mutex_feature": {},
+	"lightning_table_empty": {}, "lightning_cdc_pitr": {},
+	// This worker's own items.
+	"log_bin": {"log_bin"}, "binlog_row_metadata": {"binlog_row_metadata"}, "gtid": {"gtid"},
+	"binlog_retention": {"binlog_retention"}, "privilege_select": {"privilege_select"},
+	"privilege_reload": {"privilege_reload"}, "privilege_replication_client": {"privilege_replication_client"},
+	"privilege_replication_slave": {"privilege_replication_slave"}, "source_tables": {"source_tables"},
+	"target_tables": {"target_tables"}, "table_keys": {"table_keys"}, "target_table_schema": {"target_table_schema"},
+	"target_writable": {"target_writable"}, "foreign_keys": {"foreign_keys"},
+	"shard_table_schema": {"shard_table_schema"}, "shard_auto_increment": {"shard_auto_increment"},
+}
+
+func validateCheckingItems(p *problems, field string, names []string) {
+	for i, n := range names {
+		if _, ok := CheckingItems[n]; !ok {
+			p.add(index(field, i), n, "not a precheck item: use DM's names (all, dump_privilege, replication_privilege, "+
+				"server_id, binlog_enable, binlog_format, binlog_row_image, table_schema, schema_of_shard_tables, "+
+				"auto_increment_ID, online_ddl, target_privilege, ...) or this worker's (binlog_row_metadata, gtid, ...)")
+		}
+	}
+}

@@ -181,16 +181,20 @@ type SubTaskConfig struct {
 	StrictOptimisticShardMode bool   `json:"strict-optimistic-shard-mode,omitempty"`
 	// OnlineDDL handles gh-ost and pt-online-schema-change on the source:
 	// see OnlineDDLRules.
-	OnlineDDL        bool            `json:"online-ddl,omitempty"`
-	ShadowTableRules []string        `json:"shadow-table-rules,omitempty"`
-	TrashTableRules  []string        `json:"trash-table-rules,omitempty"`
-	BAList           BAList          `json:"block-allow-list"`
-	RouteRules       []RouteRule     `json:"route-rules,omitempty"`
-	FilterRules      []FilterRule    `json:"filter-rules,omitempty"`
-	Syncer           SyncerConfig    `json:"syncer"`
-	Mydumper         MydumperConfig  `json:"mydumper"`
-	Loader           LoaderConfig    `json:"loader"`
-	Validator        ValidatorConfig `json:"validator"`
+	OnlineDDL        bool     `json:"online-ddl,omitempty"`
+	ShadowTableRules []string `json:"shadow-table-rules,omitempty"`
+	TrashTableRules  []string `json:"trash-table-rules,omitempty"`
+	// IgnoreCheckingItems names precheck items (DM's names, or this
+	// worker's) whose failures do not stop the subtask (they are reported
+	// as warnings): DM's ignore-checking-items.
+	IgnoreCheckingItems []string        `json:"ignore-checking-items,omitempty"`
+	BAList              BAList          `json:"block-allow-list"`
+	RouteRules          []RouteRule     `json:"route-rules,omitempty"`
+	FilterRules         []FilterRule    `json:"filter-rules,omitempty"`
+	Syncer              SyncerConfig    `json:"syncer"`
+	Mydumper            MydumperConfig  `json:"mydumper"`
+	Loader              LoaderConfig    `json:"loader"`
+	Validator           ValidatorConfig `json:"validator"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -215,6 +219,7 @@ func (c *SubTaskConfig) validate(p *problems) {
 	validateMetaSchema(p, "meta-schema", c.MetaSchema)
 	validateShardMode(p, c.ShardMode, c.StrictOptimisticShardMode)
 	validateOnlineDDLRules(p, c.ShadowTableRules, c.TrashTableRules)
+	validateCheckingItems(p, "ignore-checking-items", c.IgnoreCheckingItems)
 	c.BAList.validate(p, "block-allow-list")
 	for i := range c.RouteRules {
 		c.RouteRules[i].validate(p, index("route-rules", i))

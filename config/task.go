@@ -49,19 +49,21 @@ type TaskConfig struct {
 	// (pkg/onlineddl); OnlineDDLScheme (gh-ost or pt) is DM's deprecated
 	// form of it. The rules name the shadow and trash tables (DM's
 	// defaults when empty).
-	OnlineDDL        bool                       `json:"online-ddl,omitempty"`
-	OnlineDDLScheme  string                     `json:"online-ddl-scheme,omitempty"`
-	ShadowTableRules []string                   `json:"shadow-table-rules,omitempty"`
-	TrashTableRules  []string                   `json:"trash-table-rules,omitempty"`
-	TargetDatabase   DBConfig                   `json:"target-database"`
-	MySQLInstances   []MySQLInstance            `json:"mysql-instances"`
-	BAList           map[string]BAList          `json:"block-allow-list,omitempty"`
-	Routes           map[string]RouteRule       `json:"routes,omitempty"`
-	Filters          map[string]FilterRule      `json:"filters,omitempty"`
-	Syncers          map[string]SyncerConfig    `json:"syncers,omitempty"`
-	Mydumpers        map[string]MydumperConfig  `json:"mydumpers,omitempty"`
-	Loaders          map[string]LoaderConfig    `json:"loaders,omitempty"`
-	Validators       map[string]ValidatorConfig `json:"validators,omitempty"`
+	OnlineDDL        bool     `json:"online-ddl,omitempty"`
+	OnlineDDLScheme  string   `json:"online-ddl-scheme,omitempty"`
+	ShadowTableRules []string `json:"shadow-table-rules,omitempty"`
+	TrashTableRules  []string `json:"trash-table-rules,omitempty"`
+	// IgnoreCheckingItems: see SubTaskConfig.
+	IgnoreCheckingItems []string                   `json:"ignore-checking-items,omitempty"`
+	TargetDatabase      DBConfig                   `json:"target-database"`
+	MySQLInstances      []MySQLInstance            `json:"mysql-instances"`
+	BAList              map[string]BAList          `json:"block-allow-list,omitempty"`
+	Routes              map[string]RouteRule       `json:"routes,omitempty"`
+	Filters             map[string]FilterRule      `json:"filters,omitempty"`
+	Syncers             map[string]SyncerConfig    `json:"syncers,omitempty"`
+	Mydumpers           map[string]MydumperConfig  `json:"mydumpers,omitempty"`
+	Loaders             map[string]LoaderConfig    `json:"loaders,omitempty"`
+	Validators          map[string]ValidatorConfig `json:"validators,omitempty"`
 	// CleanDumpFile is DM's task-level switch for removing dump files after
 	// a successful load; it applies to every instance whose loader does not
 	// set cleanup-dump-file itself. Omitted means true.
@@ -104,6 +106,7 @@ func (c *TaskConfig) Validate() error {
 		p.add("online-ddl-scheme", c.OnlineDDLScheme, `want "gh-ost" or "pt" (deprecated in DM: use online-ddl: true, which handles both)`)
 	}
 	validateOnlineDDLRules(&p, c.ShadowTableRules, c.TrashTableRules)
+	validateCheckingItems(&p, "ignore-checking-items", c.IgnoreCheckingItems)
 	c.TargetDatabase.validate(&p, "target-database")
 
 	validateNamed(&p, "block-allow-list", c.BAList)
@@ -220,6 +223,7 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 		st.StrictOptimisticShardMode = c.StrictOptimisticShardMode
 		st.OnlineDDL = c.OnlineDDL || c.OnlineDDLScheme != ""
 		st.ShadowTableRules, st.TrashTableRules = slices.Clone(c.ShadowTableRules), slices.Clone(c.TrashTableRules)
+		st.IgnoreCheckingItems = slices.Clone(c.IgnoreCheckingItems)
 		if inst.BAListName != "" {
 			st.BAList = c.BAList[inst.BAListName].clone()
 		}

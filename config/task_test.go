@@ -326,8 +326,15 @@ mysql-instances:
 	if err := c.Validate(); err != nil {
 		t.Fatalf("DM fields must validate: %v", err)
 	}
-	if want := []string{"collation_compatible", "ignore-checking-items", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
+	if want := []string{"collation_compatible", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
 		t.Errorf("ignored fields %v, want %v", c.Notes.Ignored, want)
+	}
+	if !slices.Equal(c.IgnoreCheckingItems, []string{"all"}) {
+		t.Errorf("ignore-checking-items = %q", c.IgnoreCheckingItems)
+	}
+	bad := strings.Replace(base, `ignore-checking-items: ["all"]`, `ignore-checking-items: ["all", "versoin"]`, 1)
+	if _, _, err := CheckTaskConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), "ignore-checking-items[1]") {
+		t.Errorf("a misspelt checking item must be refused naming it: %v", err)
 	}
 	if !c.OnlineDDL {
 		t.Error("online-ddl: true was not read")

@@ -79,8 +79,38 @@ func RunBudgeted(ctx context.Context, cfg *config.SubTaskConfig, src *config.Sou
 		}
 		target.close()
 	}
-	r.Items = append(srcItems.list, tgtItems.list...)
+	r.Items = ignoreItems(cfg.IgnoreCheckingItems, append(srcItems.list, tgtItems.list...))
 	return r
+}
+
+// ignoreItems turns the failures of the items the task's
+// ignore-checking-items names (config.CheckingItems) into warnings that
+// say so. A failure that came from an error (a server that cannot be
+// reached or queried) stays: the units would fail the same way.
+func ignoreItems(names []string, list []Item) []Item {
+	by := map[string]string{} // item → the name that ignores it
+	all := ""
+	for _, n := range names {
+		if n == "all" {
+			all = n
+		}
+		for _, it := range config.CheckingItems[n] {
+			by[it] = n
+		}
+	}
+	for i := range list {
+		it := &list[i]
+		why, ok := by[it.Name]
+		if !ok && all != "" {
+			why, ok = all, true
+		}
+		if !ok || it.State != StateFail || it.cause != nil {
+			continue
+		}
+		it.State = StateWarn
+		it.Message = fmt.Sprintf("ignored (ignore-checking-items: %s): %s", why, it.Message)
+	}
+	return list
 }
 
 // run is what one Run checks with; read-only once built.

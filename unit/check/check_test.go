@@ -165,6 +165,24 @@ func TestBadSourceOneError(t *testing.T) {
 	if err := runMode(t, config.ModeFull, src, tgt, "nomon", "pw").Err(); err != nil {
 		t.Errorf("full mode: Err() = %v, want nil", err)
 	}
+
+	// DM's ignore-checking-items: the named items' failures become
+	// warnings that say so; the others still fail.
+	cfg, sc := subtask(config.ModeAll, src, tgt, "nomon", "pw")
+	cfg.IgnoreCheckingItems = []string{"binlog_format"}
+	r = runCheck(t, cfg, sc)
+	if fails := r.Failures(); len(fails) != 1 || fails[0].Name != "privilege_replication_client" {
+		t.Errorf("ignoring binlog_format: failures %+v, want only privilege_replication_client", fails)
+	}
+	wantState(t, r, "binlog_format", StateWarn, "ignored (ignore-checking-items: binlog_format)", "binlog_format=STATEMENT")
+	cfg.IgnoreCheckingItems = []string{"replication_privilege", "binlog_format"}
+	if err := runCheck(t, cfg, sc).Err(); err != nil {
+		t.Errorf("ignoring both: Err() = %v", err)
+	}
+	cfg.IgnoreCheckingItems = []string{"all"}
+	if r := runCheck(t, cfg, sc); r.Err() != nil || len(r.Warnings()) < 2 {
+		t.Errorf("ignoring all: Err() = %v, %d warnings", r.Err(), len(r.Warnings()))
+	}
 }
 
 // TestTargetTableDiffers: a routed target table with other columns fails
