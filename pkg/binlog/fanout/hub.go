@@ -143,7 +143,8 @@ type Hub struct {
 	// stallSince and lastStall: the first and last moment of the current
 	// stall (see stall).
 	stallSince, lastStall time.Time
-	closed     bool
+	stallSub              *Sub // holds the oldest event since stallSince
+	closed                bool
 
 	detaches, attaches, rewinds int64
 }
@@ -221,7 +222,7 @@ func (h *Hub) startRun(ctx context.Context, loc binlog.Location, opener binlog.S
 	h.start, h.startSeq, h.pos = binlog.Location{Name: loc.Name, Pos: loc.Pos}, h.head, newFollower(loc)
 	h.err = nil
 	for s := range h.subs {
-		s.cursor, s.resync = h.head, true
+		s.cursor, s.resync, s.skipping = h.head, true, true
 	}
 	// The run belongs to the hub, not to the subscriber that started it:
 	// it keeps ctx's values, not its cancellation.
@@ -378,7 +379,8 @@ func (h *Hub) reclaim() {
 // stall runs while the ring is full. A stall is a run of such moments
 // at which a subscriber had read everything (it waits for the hub, which
 // waits for the slowest), none more than Stall/2 after the last (the
-// hub checks every Stall/4 while it waits): once one
+// hub checks every Stall/4 while it waits), with the same subscriber
+// holding the oldest event throughout: once one
 // lasted Stall, the subscribers that hold the oldest event are detached.
 // A slow subscriber that takes the ring in chunks (the ring drains and
 // fills again) thus still counts as holding the others back; subscribers
@@ -388,7 +390,9 @@ func (h *Hub) reclaim() {
 func (h *Hub) stall() time.Duration {
 	waiting := false
 	for s := range h.subs {
-		if s.cursor == h.head {
+		// One that drops events it returned before (after a rewind, or
+		// ahead of the hub) waits by design, bounded by Reach.
+		if s.cursor == h.head && !s.skipping {
 			waiting = true
 			break
 		}
@@ -397,8 +401,18 @@ func (h *Hub) stall() time.Duration {
 		return 0
 	}
 	now := time.Now()
-	if h.stallSince.IsZero() || now.Sub(h.lastStall) > h.cfg.Stall/2 {
-		h.stallSince = now
+	_, attached := h.subs[h.stallSub]
+	if h.stallSince.IsZero() || now.Sub(h.lastStall) > h.cfg.Stall/2 || !attached || h.stallSub.cursor != h.tail {
+		// A new stall, or another subscriber holds the oldest event now
+		// (streams that take turns being behind, as the scheduler runs
+		// them, are not slow).
+		h.stallSince, h.stallSub = now, nil
+		for s := range h.subs {
+			if s.cursor == h.tail {
+				h.stallSub = s
+				break
+			}
+		}
 	}
 	h.lastStall = now
 	if d := h.cfg.Stall - now.Sub(h.stallSince); d > 0 {
@@ -412,7 +426,7 @@ func (h *Hub) stall() time.Duration {
 				zap.String("stream", s.name), zap.Duration("stalled", now.Sub(h.stallSince)))
 		}
 	}
-	h.stallSince = time.Time{}
+	h.stallSince, h.stallSub = time.Time{}, nil
 	h.reclaim()
 	return 0
 }
@@ -462,7 +476,7 @@ func (h *Hub) join(ctx context.Context, s *Sub, p binlog.Location, fresh bool) b
 		return false
 	}
 	attach := func(cursor uint64, skip bool) bool {
-		s.cursor, s.detached, s.resync, s.skipTo = cursor, false, false, nil
+		s.cursor, s.detached, s.resync, s.skipTo, s.skipping = cursor, false, false, nil, skip
 		if s.counted {
 			h.private--
 			s.counted = false

@@ -34,6 +34,7 @@ type Sub struct {
 	waiting  bool   // waits for the next event
 	detached bool   // the hub let go of it: read privately
 	resync   bool   // a new run began: drop its events up to t
+	skipping bool   // it drops events up to skipTo (resync or skipTo set)
 	counted  bool   // counted in h.private
 
 	// Owned by the task's goroutine.
@@ -49,6 +50,12 @@ type Sub struct {
 	lastEv time.Time
 	err    error // sticky: the hub failed
 	isOpen bool
+	// toPrivate: s left the hub and reads privately once openPrivate
+	// succeeds (retried by every GetEvent until then).
+	toPrivate bool
+	// openCtx is the context Open was called with (the task's run): the
+	// private reader is opened under it, not under one GetEvent's wait.
+	openCtx context.Context
 }
 
 var (
@@ -69,7 +76,8 @@ func (h *Hub) Opener(name string, own, hubOpener func() (binlog.StreamOpener, er
 func (s *Sub) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, error) {
 	s.Close()
 	s.opened, s.t, s.b = loc, binlog.Location{Name: loc.Name, Pos: loc.Pos}, binlog.Location{Name: loc.Name, Pos: loc.Pos}
-	s.local, s.li, s.skipTo, s.err, s.join, s.isOpen = s.local[:0], 0, nil, nil, false, true
+	s.local, s.li, s.skipTo, s.err, s.join, s.isOpen, s.toPrivate = s.local[:0], 0, nil, nil, false, true, false
+	s.openCtx = ctx
 	s.lastEv = time.Now()
 	h := s.h
 	h.mu.Lock()
@@ -85,7 +93,7 @@ func (s *Sub) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, e
 	}
 	h.mu.Unlock()
 	if !ok {
-		if err := s.openPrivate(ctx); err != nil {
+		if err := s.openPrivate(); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -120,14 +128,14 @@ func (s *Sub) here() binlog.Location {
 }
 
 // openPrivate opens the private reader at b, dropping its events up to t.
-func (s *Sub) openPrivate(ctx context.Context) error {
+func (s *Sub) openPrivate() error {
 	s.closePrivate()
 	o, err := s.own()
 	if err != nil {
 		return err
 	}
 	loc := s.here()
-	st, err := o.Open(ctx, loc)
+	st, err := o.Open(s.openCtx, loc)
 	if err != nil {
 		o.Close()
 		return err
@@ -159,6 +167,15 @@ func (s *Sub) GetEvent(ctx context.Context) (*replication.BinlogEvent, error) {
 		if s.err != nil {
 			return nil, s.err
 		}
+		if s.toPrivate {
+			if err := s.openPrivate(); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, err
+			}
+			s.toPrivate = false
+		}
 		if s.pst != nil {
 			ev, ok, err := s.private(ctx)
 			if err != nil || ok {
@@ -169,11 +186,7 @@ func (s *Sub) GetEvent(ctx context.Context) (*replication.BinlogEvent, error) {
 		if s.li < len(s.local) {
 			sl := s.local[s.li]
 			s.li++
-			ok, err := s.take(ctx, &sl)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
+			if s.take(&sl) {
 				return sl.ev, nil
 			}
 			continue
@@ -184,9 +197,7 @@ func (s *Sub) GetEvent(ctx context.Context) (*replication.BinlogEvent, error) {
 			s.err = err
 			return nil, err
 		case st == fillDetached:
-			if err := s.openPrivate(ctx); err != nil {
-				return nil, err
-			}
+			s.toPrivate = true
 		case st == fillNone:
 			select {
 			case <-s.wakeCh:
@@ -247,15 +258,18 @@ func (s *Sub) fill() (int, error) {
 
 // take decides whether the ring's event sl goes to the task (true) or is
 // dropped as already returned, and follows the position.
-func (s *Sub) take(ctx context.Context, sl *slot) (bool, error) {
+func (s *Sub) take(sl *slot) bool {
 	s.lastEv = time.Now()
 	if s.skipTo != nil {
 		if !sl.adv {
-			return false, nil
+			return false
 		}
 		switch c := sl.at.Compare(*s.skipTo); {
 		case c == 0:
 			s.skipTo = nil
+			s.h.mu.Lock()
+			s.skipping = false
+			s.h.mu.Unlock()
 		case c > 0:
 			// The hub passed the point without an event ending there:
 			// read privately from the last boundary instead.
@@ -264,9 +278,10 @@ func (s *Sub) take(ctx context.Context, sl *slot) (bool, error) {
 			s.detached = false
 			s.h.mu.Unlock()
 			s.local, s.li = s.local[:0], 0
-			return false, s.openPrivate(ctx)
+			s.toPrivate = true
+			return false
 		}
-		return false, nil
+		return false
 	}
 	if sl.adv {
 		s.t = sl.at
@@ -274,7 +289,7 @@ func (s *Sub) take(ctx context.Context, sl *slot) (bool, error) {
 			s.b = s.t
 		}
 	}
-	return true, nil
+	return true
 }
 
 // private reads the private reader's next event: ok false when it was
