@@ -21,7 +21,7 @@ import (
 
 // Parameters of the many-streams benchmark (issue 27).
 const (
-	foRowsEnv   = "BENCH_FANOUT_ROWS"   // row changes of the backlog: half inserted, half updated (default 40000)
+	foRowsEnv   = "BENCH_FANOUT_ROWS"   // row changes of the backlog: half inserted, half updated (default 20000)
 	foRoundsEnv = "BENCH_FANOUT_ROUNDS" // rounds of each setting, shared and independent alternating (default 3)
 	foCountsEnv = "BENCH_FANOUT_COUNTS" // comma-separated stream counts (default "1,4,16")
 	// foIndependentEnv is the worker's bench-only switch back to one reader per stream
@@ -57,11 +57,11 @@ type foBacklog struct {
 // per stream (the bench-only DM_WORKER_BENCH_STREAM_INDEPENDENT=1), alternating. The clock and
 // the worker's CPU time run from the streams' creation until every stream's checkpoint is the
 // backlog end and its sink holds a line per change; with relay on, the relay has pulled the
-// backlog before. It records, per setting, the medians of CPU-s per delivered event and of
+// backlog before. With BENCH_PROFILE_DIR set, CPU profiles of the worker are fetched meanwhile. It records, per setting, the medians of CPU-s per delivered event and of
 // wall time, and their ratios; the target: 16 streams shared use at most half the CPU per
 // event of 16 independent ones, and one shared stream is no slower than one independent.
 func TestStreamFanout(t *testing.T) {
-	rows := envInt(t, foRowsEnv, 40000)
+	rows := envInt(t, foRowsEnv, 20000)
 	rounds := int(envInt(t, foRoundsEnv, 3))
 	counts := []int{1, 4, 16}
 	if s := os.Getenv(foCountsEnv); s != "" {
@@ -193,6 +193,10 @@ func (b *foBacklog) run(t *testing.T, bin binaries, dir, prefix string, n int, r
 		kvs = append(kvs, m.keys.StreamConfig(benchSourceID, names[i]), cfg,
 			m.keys.StreamStage(benchSourceID, names[i]), fmt.Sprintf(`{"expect":"Running","source":%q,"task":%q}`, benchSourceID, names[i]))
 	}
+	var prof *profiler
+	if p := os.Getenv(profileEnv); p != "" {
+		prof = startProfiler(ctx, w, p, fmt.Sprintf("fanout-%d-relay-%v-indep-%v-%s", n, relay, independent, filepath.Base(dir)))
+	}
 	cpu0, err := procCPU(w.pidString())
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +231,13 @@ func (b *foBacklog) run(t *testing.T, bin binaries, dir, prefix string, n int, r
 	hwm, err := vmHWM(w.pidString())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prof != nil {
+		files, err := prof.stop()
+		if err != nil {
+			t.Errorf("CPU profile of dm-worker: %v", err)
+		}
+		t.Logf("%d CPU profiles of dm-worker: go tool pprof -top %s", len(files), strings.Join(files, " "))
 	}
 	mode := "source"
 	if relay {
