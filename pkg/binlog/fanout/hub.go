@@ -56,12 +56,6 @@ const (
 	DefaultReach = 16 << 20
 	// fillMax is how many events a subscriber takes from the ring at once.
 	fillMax = 64
-	// wakeBatch and wakeDelay: a subscriber waiting for events is woken
-	// once wakeBatch events wait for it, or wakeDelay after the first one
-	// came: a subscriber faster than the hub's reader then takes events
-	// in batches rather than one goroutine switch per event.
-	wakeBatch = 32
-	wakeDelay = 500 * time.Microsecond
 )
 
 // Gauge and Counter are what the hub reports to (prometheus metrics).
@@ -151,10 +145,6 @@ type Hub struct {
 	stallSince, lastStall time.Time
 	stallSub              *Sub // holds the oldest event since stallSince
 	closed                bool
-	// flush wakes the waiting subscribers wakeDelay after an event that
-	// did not wake them; flushArmed while it is set.
-	flush      *time.Timer
-	flushArmed bool
 
 	detaches, attaches, rewinds int64
 }
@@ -178,8 +168,6 @@ func New(cfg Config) *Hub {
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger, ring: make([]slot, cfg.Events), subs: make(map[*Sub]struct{}),
 		room: make(chan struct{}, 1)}
-	h.flush = time.AfterFunc(time.Hour, h.flushWakes)
-	h.flush.Stop()
 	return h
 }
 
@@ -192,7 +180,6 @@ var ErrClosed = errors.New("fanout: the shared binlog reader is closed")
 func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
-	h.flush.Stop()
 	h.stopRun()
 	for s := range h.subs {
 		h.wake(s)
@@ -339,35 +326,13 @@ func (h *Hub) put(ctx context.Context, r *run, ev *replication.BinlogEvent) bool
 	h.ring[h.head%uint64(len(h.ring))] = sl
 	h.head++
 	h.bytes += size
-	late := false
-	for s := range h.subs {
-		if !s.waiting {
-			continue
-		}
-		if h.head-s.cursor >= wakeBatch {
-			h.wake(s)
-		} else {
-			late = true
-		}
-	}
-	if late && !h.flushArmed {
-		h.flushArmed = true
-		h.flush.Reset(wakeDelay)
-	}
-	h.mu.Unlock()
-	return true
-}
-
-// flushWakes wakes every waiting subscriber (the wake timer's function).
-func (h *Hub) flushWakes() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.flushArmed = false
 	for s := range h.subs {
 		if s.waiting {
 			h.wake(s)
 		}
 	}
+	h.mu.Unlock()
+	return true
 }
 
 // waitRoom waits until a subscriber moved on, for at most d when d > 0;
