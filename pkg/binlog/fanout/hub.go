@@ -166,9 +166,8 @@ func New(cfg Config) *Hub {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger, ring: make([]slot, cfg.Events), subs: make(map[*Sub]struct{}),
+	return &Hub{cfg: cfg, log: cfg.Logger, ring: make([]slot, cfg.Events), subs: make(map[*Sub]struct{}),
 		room: make(chan struct{}, 1)}
-	return h
 }
 
 // ErrClosed is returned by a subscriber's Open and GetEvent once the hub
