@@ -81,6 +81,13 @@ type TaskConfig struct {
 	// (upstream.NewOpener, server id upstream.ServerID("stream/"+name,
 	// source)).
 	Opener func() binlog.StreamOpener
+	// Shared, when set, gives the task its binlog reader through the
+	// source's shared reader (a fanout.Hub of the reading mode: relay
+	// true for the relay): own builds a private reader of the task's (as
+	// without Shared), hub a reader of the same kind for the shared one
+	// (over the relay, or a replication connection announcing server id
+	// upstream.ServerID("stream-hub", source)). See pkg/binlog/fanout.
+	Shared func(relay bool, own, hub func() (binlog.StreamOpener, error)) binlog.StreamOpener
 	// DB is a connection pool to the source for table schemas, the
 	// fill-history snapshot and the current position.
 	DB *sql.DB
@@ -363,13 +370,42 @@ func (t *Task) startLocation(ctx context.Context) (binlog.Location, error) {
 }
 
 // opener is the relay reader while relay runs, else a replication
-// connection of the task's own.
+// connection of the task's own; with Shared, the source's shared reader
+// of that kind.
 func (t *Task) opener(flavor string) (binlog.StreamOpener, error) {
-	if t.cfg.Opener != nil {
-		if o := t.cfg.Opener(); o != nil {
-			return o, nil
+	relay := t.relayOpener()
+	if t.cfg.Shared == nil {
+		if relay != nil {
+			return relay, nil
+		}
+		return t.directOpener(flavor, "stream/"+t.name)
+	}
+	kind := func(name string) func() (binlog.StreamOpener, error) {
+		if relay == nil {
+			return func() (binlog.StreamOpener, error) { return t.directOpener(flavor, name) }
+		}
+		return func() (binlog.StreamOpener, error) {
+			if o := t.relayOpener(); o != nil {
+				return o, nil
+			}
+			return nil, errs.New(CodeReadBinlog, true, "stream %q: the relay of source %q stopped; the stream reads the source when it resumes",
+				t.name, t.cfg.Source.SourceID)
 		}
 	}
+	return t.cfg.Shared(relay != nil, kind("stream/"+t.name), kind("stream-hub")), nil
+}
+
+// relayOpener is the relay reader while relay runs, else nil.
+func (t *Task) relayOpener() binlog.StreamOpener {
+	if t.cfg.Opener != nil {
+		return t.cfg.Opener()
+	}
+	return nil
+}
+
+// directOpener is a replication connection to the source announcing the
+// server id of name.
+func (t *Task) directOpener(flavor, name string) (binlog.StreamOpener, error) {
 	src := t.cfg.Source
 	ep, err := dbconn.NewEndpoint(src.From, dbconn.SourceRef(src.SourceID))
 	if err != nil {
@@ -377,7 +413,7 @@ func (t *Task) opener(flavor string) (binlog.StreamOpener, error) {
 	}
 	// Not the source's server-id: a sync unit may dump with that one, and
 	// the source drops a dump when another replica takes its id.
-	return upstream.NewOpener(src, ep, flavor, upstream.ServerID("stream/"+t.name, src.SourceID), t.cfg.Sources), nil
+	return upstream.NewOpener(src, ep, flavor, upstream.ServerID(name, src.SourceID), t.cfg.Sources), nil
 }
 
 // save persists cp through the task's Save and shows it in status.

@@ -24,6 +24,11 @@ type Metrics struct {
 	StreamSinkLatency *prometheus.HistogramVec // labels: stream
 	StreamLag         *prometheus.GaugeVec     // labels: stream
 	StreamState       *prometheus.GaugeVec     // labels: stream, state (1 for the current state)
+	// The shared binlog readers of streams (pkg/binlog/fanout), per
+	// reading mode ("relay", "source"): subscribers by how they read
+	// ("shared", "private") and moves between the two.
+	StreamHubSubscribers *prometheus.GaugeVec   // labels: mode, read
+	StreamHubMoves       *prometheus.CounterVec // labels: mode, move ("attach", "detach", "rewind")
 }
 
 // NewMetrics creates the metrics, unregistered.
@@ -71,6 +76,14 @@ func NewMetrics() *Metrics {
 			Name: "dm_worker_stream_state",
 			Help: "A stream's state (checking, fill-history, streaming, paused, restarting, stopped): 1 for the current one.",
 		}, []string{"stream", "state"}),
+		StreamHubSubscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dm_worker_stream_hub_subscribers",
+			Help: "Stream tasks of the bound source by how they read its binlog: shared (one decode for all) or private (a reader of their own), per reading mode (relay, source).",
+		}, []string{"mode", "read"}),
+		StreamHubMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dm_worker_stream_hub_moves_total",
+			Help: "Stream tasks attached to the shared binlog reader, detached from it for lagging a full buffer, and rewinds of it to a new stream's earlier position, per reading mode.",
+		}, []string{"mode", "move"}),
 	}
 }
 
@@ -84,7 +97,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{m.ReconcileTotal, m.ReconcileDuration, m.WatchRestarts, m.SubTasks, m.AutoResumes,
-		m.StreamEvents, m.StreamBatches, m.StreamSinkLatency, m.StreamLag, m.StreamState} {
+		m.StreamEvents, m.StreamBatches, m.StreamSinkLatency, m.StreamLag, m.StreamState,
+		m.StreamHubSubscribers, m.StreamHubMoves} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/binlog/fanout"
+	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/stream"
@@ -45,6 +47,7 @@ func NewStreamRuntimeBuilder(metrics *Metrics, sources *dbconn.Budget) StreamRun
 	return func(src *config.SourceConfig, meta *stream.Meta, metaErr error,
 		relay func() binlog.StreamOpener, logger *zap.Logger) *StreamRuntime {
 		db := &lazySourceDB{src: src, budget: sources}
+		hubs := newStreamHubs(metrics, logger.With(zap.String("source", src.SourceID)))
 		return &StreamRuntime{
 			Meta: meta, MetaErr: metaErr,
 			NewTask: func(cfg *config.StreamConfig, start stream.Checkpoint,
@@ -60,6 +63,7 @@ func NewStreamRuntimeBuilder(metrics *Metrics, sources *dbconn.Budget) StreamRun
 				sink := &measuredSink{Sink: inner, stream: cfg.Name, m: metrics}
 				tc := stream.TaskConfig{
 					Stream: cfg, Source: src, Opener: relay, DB: conn, Sources: sources, Sink: sink, Save: save, Start: start, Logger: log,
+					Shared: hubs.opener(cfg.Name),
 				}
 				if meta != nil {
 					tc.SaveLocal = func(_ context.Context, cp stream.Checkpoint) error {
@@ -83,9 +87,68 @@ func NewStreamRuntimeBuilder(metrics *Metrics, sources *dbconn.Budget) StreamRun
 				}
 				return stream.CurrentLocation(ctx, conn)
 			},
-			Close: db.close,
+			Close: func() {
+				hubs.close()
+				db.close()
+			},
 		}
 	}
+}
+
+// streamHubs are the shared binlog readers of one bound source's stream
+// tasks, one per reading mode (a stream reads the relay while it runs for
+// the source, else the source): each event is read and decoded once for
+// every stream attached (pkg/binlog/fanout). A failover or rebind builds a
+// new stream runtime, and with it new hubs.
+type streamHubs struct {
+	relay, source *fanout.Hub
+	// independent: every stream reads on its own (bench-only, see
+	// independentEnv).
+	independent bool
+}
+
+// independentEnv, set to 1 in the worker's environment, makes every stream
+// read the binlog on its own as before the shared reader: only for the
+// benchmark that compares the two (tests/bench/stream_fanout_test.go);
+// not a supported setting.
+const independentEnv = "DM_WORKER_BENCH_STREAM_INDEPENDENT"
+
+func newStreamHubs(m *Metrics, log *zap.Logger) *streamHubs {
+	hub := func(mode string, silence time.Duration) *fanout.Hub {
+		cfg := fanout.Config{Silence: silence, Logger: log.With(zap.String("hub", mode))}
+		if m != nil {
+			cfg.Metrics = fanout.Metrics{
+				Shared:   m.StreamHubSubscribers.WithLabelValues(mode, "shared"),
+				Private:  m.StreamHubSubscribers.WithLabelValues(mode, "private"),
+				Attaches: m.StreamHubMoves.WithLabelValues(mode, "attach"),
+				Detaches: m.StreamHubMoves.WithLabelValues(mode, "detach"),
+				Rewinds:  m.StreamHubMoves.WithLabelValues(mode, "rewind"),
+			}
+		}
+		return fanout.New(cfg)
+	}
+	return &streamHubs{relay: hub("relay", 0), source: hub("source", upstream.SilenceLimit),
+		independent: os.Getenv(independentEnv) == "1"}
+}
+
+// opener is the stream named name's TaskConfig.Shared; nil when streams
+// read independently.
+func (h *streamHubs) opener(name string) func(relay bool, own, hub func() (binlog.StreamOpener, error)) binlog.StreamOpener {
+	if h.independent {
+		return nil
+	}
+	return func(relay bool, own, hub func() (binlog.StreamOpener, error)) binlog.StreamOpener {
+		if relay {
+			return h.relay.Opener(name, own, hub)
+		}
+		return h.source.Opener(name, own, hub)
+	}
+}
+
+// close stops both hubs and waits for their readers.
+func (h *streamHubs) close() {
+	h.relay.Close()
+	h.source.Close()
 }
 
 // streamPoolSize bounds the connections of the streams' pool to their
