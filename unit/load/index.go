@@ -102,7 +102,7 @@ func splitIndexes(createSQL string) (string, []deferredIndex) {
 		// An AUTO_INCREMENT column must lead some index: one that it
 		// leads stays in the CREATE TABLE.
 		if m := plainKeyLine.FindStringSubmatch(l); m != nil && m[2] != autoInc {
-			name := strings.ReplaceAll(strings.Trim(m[1], "`"), "``", "`")
+			name := strings.ReplaceAll(m[1][1:len(m[1])-1], "``", "`")
 			deferred = append(deferred, deferredIndex{Name: name, Def: def})
 			continue
 		}

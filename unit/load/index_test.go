@@ -28,10 +28,10 @@ func TestSplitIndexes(t *testing.T) {
 	}, {
 		name: "unique, fulltext and a key in the middle",
 		in: "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `a` varchar(10) DEFAULT NULL,\n  `b` text,\n  PRIMARY KEY (`id`),\n" +
-			"  KEY `a``x` (`a`(3),`id`) COMMENT 'c',\n  UNIQUE KEY `u` (`a`),\n  FULLTEXT KEY `f` (`b`),\n  KEY `ab` (`a`,`b`(4))\n) ENGINE=InnoDB",
+			"  KEY `a``x` (`a`(3),`id`) COMMENT 'c',\n  UNIQUE KEY `u` (`a`),\n  FULLTEXT KEY `f` (`b`),\n  KEY `ab``` (`a`,`b`(4))\n) ENGINE=InnoDB",
 		want: "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `a` varchar(10) DEFAULT NULL,\n  `b` text,\n  PRIMARY KEY (`id`),\n" +
 			"  UNIQUE KEY `u` (`a`),\n  FULLTEXT KEY `f` (`b`)\n) ENGINE=InnoDB",
-		deferred: []string{"a`x", "ab"},
+		deferred: []string{"a`x", "ab`"},
 	}, {
 		name:     "the key an AUTO_INCREMENT column leads stays",
 		in:       "CREATE TABLE `t` (\n  `id` int(11) NOT NULL AUTO_INCREMENT,\n  `k` int(11) DEFAULT NULL,\n  KEY `id` (`id`),\n  KEY `k` (`k`)\n) ENGINE=InnoDB",
