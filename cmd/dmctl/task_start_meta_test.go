@@ -219,6 +219,7 @@ func (m *metaEnv) putCheckpoints(task string, sources ...string) {
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.syncer_shard_schema (task, source, source_schema, source_table, binlog_name, binlog_pos, ddls, create_before, create_after, model_before, model_after) VALUES (?, ?, 'shop', 't', '', 0, '[]', '', 'CREATE TABLE `t` (`id` int)', '', '{}')", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_checkpoint (task, source, dump_id, chunk_file, table_schema, table_name, row_count, byte_count) VALUES (?, ?, 'd1', 't00000.000000.tsv', 'shop', 't', 1, 2)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_status (task, source, dump_id, finished) VALUES (?, ?, 'd1', 1)", task, s)
+		m.src.Exec(m.t, "REPLACE INTO dm_meta.load_index (task, source, table_schema, table_name, indexes) VALUES (?, ?, 'shop', 't', '[]')", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.validator_checkpoint (task, source, binlog_name, binlog_pos, binlog_gtid, rows_checked) VALUES (?, ?, 'mariadb-bin.000001', 4, '', 7)", task, s)
 		m.src.Exec(m.t, "REPLACE INTO dm_meta.validator_error (task, source, src_table, target_table, table_hash, row_key, key_hash, kind, state, binlog_name, binlog_pos) "+
 			"VALUES (?, ?, 'shop.t', 'shop.t', UNHEX(SHA1('shop.t')), '{\"id\":\"1\"}', UNHEX(SHA1('{\"id\":\"1\"}')), 'missing', 'new', 'mariadb-bin.000001', 4)", task, s)

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/dmworker/dm-worker/ha"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
 	"github.com/dmworker/dm-worker/tests/testutil"
 )
@@ -76,10 +80,12 @@ func (w *workerProc) taskError(ctx context.Context, task string) string {
 }
 
 // runWorker copies sbtest with a full-mode task run by a fresh dm-worker process with embedded
-// etcd into a fresh target. The clock runs from `dmctl task start` until the subtask is Finished
-// and the target's content is verified. The worker's CPU time comes from /proc/<pid>/stat and its
-// peak RSS (VmHWM) from /proc/<pid>/status, read before it is stopped; VmHWM is also read when
-// the subtask's unit moves from Dump to Load.
+// etcd into a fresh target, driven as an outside check drives it: through etcd keys holding
+// minimal JSON (fullPutSource, fullPutTask), every other field at its default. The clock runs
+// from the put of the task's config and stage until the subtask is Finished and the target's
+// content is verified. The worker's CPU time comes from /proc/<pid>/stat and its peak RSS
+// (VmHWM) from /proc/<pid>/status, read before it is stopped; VmHWM is also read when the
+// subtask's unit moves from Dump to Load.
 func (s *fullSource) runWorker(t *testing.T, bin binaries, round int, work string) fullRun {
 	t.Helper()
 	ctx := t.Context()
@@ -88,9 +94,20 @@ func (s *fullSource) runWorker(t *testing.T, bin binaries, round int, work strin
 	c := dmctlCluster{bin: bin, endpoints: "http://" + testutil.FreeAddr(t), prefix: "/bench-full"}
 	w := startEmbedWorker(t, bin, benchWorker, c.endpoints, c.prefix, filepath.Join(dir, "data"))
 	c.waitWorkerAlive(t, benchWorker)
-	c.createSource(t, ctx, w, dir, s.inst)
-	taskFile := filepath.Join(dir, "task.yaml")
-	writeText(t, taskFile, fullTaskYAML(tgt.inst))
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.endpoints}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	defer func() { _ = cli.Close() }() // the test is over with it
+	keys := ha.Keys{Prefix: c.prefix}
+	fullPut(t, cli, fullSourceOps(t, keys, s.inst)...)
+	testutil.Eventually(t, 30*time.Second, "dm-worker binds source "+benchSourceID, func() error {
+		src, err := w.boundSource(ctx)
+		if err == nil && src != benchSourceID {
+			err = fmt.Errorf("bound source %q", src)
+		}
+		return err
+	})
 
 	var prof *profiler
 	if p := os.Getenv(profileEnv); p != "" {
@@ -102,7 +119,7 @@ func (s *fullSource) runWorker(t *testing.T, bin binaries, round int, work strin
 	}
 	meter := startCPUMeter(t, s.inst, tgt.inst)
 	began := time.Now()
-	c.run(t, "task", "start", taskFile)
+	fullPut(t, cli, fullTaskOps(t, keys, tgt.inst)...)
 	ph := w.waitFinished(t, fullTask, began)
 	done := time.Since(began)
 	srcCPU, tgtCPU := meter.stop(t)
@@ -136,24 +153,50 @@ func (s *fullSource) runWorker(t *testing.T, bin binaries, round int, work strin
 	return r
 }
 
-// fullTaskYAML is the benchmark's task file: task-mode full, sbtest only, mydumper threads
-// fullThreads (rows: the default), loader pool-size fullPoolSize, into tgt as root.
-func fullTaskYAML(tgt *mariadbtest.Instance) string {
-	return fmt.Sprintf(`name: %s
-task-mode: full
-target-database: {host: %s, port: %d, user: %s, password: ""}
-mysql-instances:
-  - source-id: %s
-    block-allow-list: bench
-    mydumper-config-name: bench
-    loader-config-name: bench
-block-allow-list:
-  bench: {do-dbs: [%s]}
-mydumpers:
-  bench: {threads: %d}
-loaders:
-  bench: {pool-size: %d}
-`, fullTask, tgt.Host(), tgt.Port(), mariadbtest.RootUser, benchSourceID, sbSchema, fullThreads, fullPoolSize)
+// fullJSON encodes v for an etcd value.
+func fullJSON(t *testing.T, v any) string {
+	t.Helper()
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// fullSourceOps are the source's config and the worker's bound, as minimal JSON: the source id
+// and how to reach it (flavor detected, relay off: the defaults).
+func fullSourceOps(t *testing.T, keys ha.Keys, src *mariadbtest.Instance) []clientv3.Op {
+	t.Helper()
+	type m = map[string]any
+	return []clientv3.Op{
+		clientv3.OpPut(keys.SourceConfig(benchSourceID), fullJSON(t, m{"source-id": benchSourceID,
+			"from": m{"host": src.Host(), "port": src.Port(), "user": mariadbtest.SourceUser, "password": mariadbtest.SourcePassword}})),
+		clientv3.OpPut(keys.Bound(benchWorker), fullJSON(t, m{"source": benchSourceID, "worker": benchWorker})),
+	}
+}
+
+// fullTaskOps are the benchmark's subtask config and stage, as minimal JSON: only the fields
+// without a default (name, source, task-mode full, the target), so that mydumper threads
+// (4), rows (10000), loader pool-size (16) and the block-allow list (every schema but the
+// server's own: here sbtest only) are the defaults a minimal task gets.
+func fullTaskOps(t *testing.T, keys ha.Keys, tgt *mariadbtest.Instance) []clientv3.Op {
+	t.Helper()
+	type m = map[string]any
+	return []clientv3.Op{
+		clientv3.OpPut(keys.SubTaskConfig(benchSourceID, fullTask), fullJSON(t, m{"name": fullTask, "source-id": benchSourceID,
+			"task-mode": "full", "target-database": m{"host": tgt.Host(), "port": tgt.Port(), "user": mariadbtest.RootUser}})),
+		clientv3.OpPut(keys.SubTaskStage(benchSourceID, fullTask), fullJSON(t, m{"expect": "Running", "source": benchSourceID, "task": fullTask})),
+	}
+}
+
+// fullPut writes ops in one etcd transaction.
+func fullPut(t *testing.T, cli *clientv3.Client, ops ...clientv3.Op) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		t.Fatalf("etcd put of %d keys: %v", len(ops), err)
+	}
 }
 
 // taskPhases is what waitFinished saw of a subtask's run.

@@ -78,7 +78,7 @@ type chunkJob struct {
 }
 
 // writeChunk reads the chunk's rows on c and writes them to its file
-// (through name.tmp, fsync, rename). count is called with rows and bytes
+// (through name.tmp and a rename; the fsync comes later, for all files). count is called with rows and bytes
 // written as they go.
 func writeChunk(ctx context.Context, c *sql.Conn, dir string, j chunkJob, count func(rows, bytes int64)) (ch dumpfile.Chunk, err error) {
 	t := j.table.info
@@ -111,10 +111,12 @@ func writeChunk(ctx context.Context, c *sql.Conn, dir string, j chunkJob, count 
 		}
 		return ch, readErr(t.ref, "read chunk "+ch.File, err)
 	}
-	if err := errors.Join(w.bw.Flush(), f.Sync(), f.Close()); err != nil {
+	// No fsync here: finish syncs every chunk file at once before the
+	// manifest names them (dumpfile.Sync).
+	if err := errors.Join(w.bw.Flush(), f.Close()); err != nil {
 		return ch, errs.New(CodeDumpDir, false, "dump: write %s: %w", tmp, err)
 	}
-	if err := dumpfile.Commit(dir, ch.File); err != nil {
+	if err := dumpfile.Finish(dir, ch.File); err != nil {
 		return ch, errs.New(CodeDumpDir, false, "dump: finish %s: %w", tmp, err)
 	}
 	ch.Rows, ch.Bytes = w.rows, w.bytes

@@ -132,13 +132,21 @@ func (d *Dumper) finish(ctx context.Context, m *dumpfile.Manifest, rs *runState)
 	if err != nil {
 		return err
 	}
-	m.End, m.FinishedAt = end, time.Now().UTC()
+	var files []string
 	for _, t := range rs.tables {
 		m.Tables = append(m.Tables, dumpfile.Table{
 			Schema: t.ref.schema, Name: t.ref.name, CreateSQL: t.info.createSQL, Columns: t.info.columns,
 			KeyColumns: keyNames(t.info.key), Chunks: t.chunks,
 		})
+		for _, c := range t.chunks {
+			files = append(files, c.File)
+		}
 	}
+	// Every chunk file is made durable before the manifest names it.
+	if err := dumpfile.Sync(d.dir, files, d.threads); err != nil {
+		return errs.New(CodeDumpDir, false, "dump: %w", err)
+	}
+	m.End, m.FinishedAt = end, time.Now().UTC()
 	if err := dumpfile.WriteManifest(d.dir, m); err != nil {
 		return errs.New(CodeDumpDir, false, "dump: %w", err)
 	}

@@ -3,10 +3,14 @@
 // <data-dir>/dump/<task>) holding one chunk file per range of a table's rows
 // and a manifest that says what the snapshot was.
 //
-// A chunk file is written as <name>.tmp, fsynced and renamed to <name>: the
-// rename is its completion marker, so a file without the suffix is always
-// whole. The manifest is written the same way, last, once every chunk is on
-// disk: a directory whose manifest is missing holds an unfinished dump.
+// A chunk file is written as <name>.tmp and renamed to <name> (Finish): the
+// rename is its completion marker, so after a crash of the process a file
+// without the suffix is whole. Chunk files are made durable together (Sync)
+// once every one is written, and the manifest is written after that,
+// through a temporary file, fsync and rename (WriteManifest): a directory
+// whose manifest is missing holds an unfinished dump, which is never loaded
+// (after a crash of the machine its chunk files may be cut short), and a
+// manifest names only chunk files that are on disk whole.
 //
 // Chunk files are in the text form LOAD DATA reads with its defaults: one
 // row per line, fields separated by a tab, NULL as \N, and backslash
@@ -25,6 +29,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
@@ -212,6 +218,65 @@ func WriteFileAtomic(dir, name string, data []byte) error {
 		return fmt.Errorf("dumpfile: write %s: %w", tmp, err)
 	}
 	return Commit(dir, name)
+}
+
+// Finish renames dir/name+TmpSuffix to dir/name without making either
+// durable: the file is whole as far as this machine's page cache goes, and
+// Sync makes it durable later, before a manifest names it. One fsync per
+// chunk file and one of the directory per rename, in the dump's critical
+// path, cost more than one pass over all of them at the end.
+func Finish(dir, name string) error {
+	final := filepath.Join(dir, name)
+	if err := os.Rename(final+TmpSuffix, final); err != nil {
+		return fmt.Errorf("dumpfile: %w", err)
+	}
+	return nil
+}
+
+// Sync fsyncs the named files of dir with up to workers goroutines, then
+// dir itself; it returns the first error.
+func Sync(dir string, names []string, workers int) error {
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range max(1, min(workers, len(names))) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				if err := syncFile(filepath.Join(dir, names[i])); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	if err := fsutil.SyncDir(dir); err != nil {
+		return fmt.Errorf("dumpfile: %w", err)
+	}
+	return nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("dumpfile: %w", err)
+	}
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(serr, cerr); err != nil {
+		return fmt.Errorf("dumpfile: sync %s: %w", path, err)
+	}
+	return nil
 }
 
 // Commit renames dir/name+TmpSuffix (already fsynced by the writer) to

@@ -81,3 +81,45 @@ func TestManifestRoundTrip(t *testing.T) {
 		t.Fatalf("future version: %v", err)
 	}
 }
+
+// TestFinishAndSync: Finish renames the temporary file into place, Sync
+// fsyncs every named file and the directory, and a file that is not there
+// is Sync's error, naming it.
+func TestFinishAndSync(t *testing.T) {
+	dir := t.TempDir()
+	var names []string
+	for i := range 5 {
+		name := ChunkFile(0, i)
+		if err := os.WriteFile(filepath.Join(dir, name+TmpSuffix), []byte("1\tx\n"), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := Finish(dir, name); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(dir, name+TmpSuffix)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s%s is still there after Finish (%v)", name, TmpSuffix, err)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != "1\tx\n" {
+			t.Errorf("%s after Finish: %q, %v", name, b, err)
+		}
+	}
+	for _, workers := range []int{0, 1, 3, 16} {
+		if err := Sync(dir, names, workers); err != nil {
+			t.Errorf("Sync with %d workers: %v", workers, err)
+		}
+	}
+	if err := Sync(dir, nil, 4); err != nil {
+		t.Errorf("Sync of no files: %v", err)
+	}
+	missing := ChunkFile(1, 0)
+	err := Sync(dir, append(names, missing), 2)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Sync with a missing file: %v, want an error naming %s", err, missing)
+	}
+	if err := Finish(dir, missing); err == nil {
+		t.Errorf("Finish of a file never written: no error")
+	}
+}

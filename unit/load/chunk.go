@@ -47,7 +47,13 @@ func (l *Loader) loadChunks(ctx context.Context, r *runState, jobs []*job, worke
 	for range workers {
 		wg.Go(func() {
 			for j := range feed {
-				if err := l.loadChunkRetrying(ctx, r, j); err != nil {
+				err := l.loadChunkRetrying(ctx, r, j)
+				if d := j.plan.indexes; err == nil && d != nil && d.left.Add(-1) == 0 {
+					// The table's last chunk: its deferred indexes now, while
+					// the other workers load other tables.
+					err = l.addIndexes(ctx, j.plan)
+				}
+				if err != nil {
 					once.Do(func() { first = err })
 					cancel()
 					return

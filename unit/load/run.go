@@ -69,6 +69,9 @@ func (l *Loader) run(ctx context.Context) error {
 	if err := l.loadChunks(ctx, r, jobs, max(1, l.cfg.Loader.PoolSize)); err != nil {
 		return err
 	}
+	if err := l.addAllIndexes(ctx, plans); err != nil {
+		return err
+	}
 	// Mode all hands the source over to the sync unit; mode full leaves the
 	// same checkpoint, so that an incremental task of the same name started
 	// without meta resumes exactly where the dump's snapshot ends.
@@ -144,6 +147,9 @@ func (l *Loader) pending(m *dumpfile.Manifest, plans []tablePlan, st *loadState)
 				continue
 			}
 			left[i]++
+			if d := plans[i].indexes; d != nil {
+				d.left.Add(1)
+			}
 			jobs = append(jobs, &job{plan: &plans[i], chunk: c})
 		}
 		if !more {

@@ -40,6 +40,9 @@ type tablePlan struct {
 	// (route extractors); insertExtend is their INSERT text, ",'v1',...".
 	extend       []filter.ExtendColumn
 	insertExtend string
+	// indexes are the target table's deferred secondary indexes (index.go),
+	// shared by every plan routed to it; nil when none is deferred.
+	indexes *tableIndexes
 }
 
 // prepareTables creates the routed schemas and tables of m on the target
@@ -87,13 +90,17 @@ func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tab
 		}
 		plans[i], create[i] = plan, !skipCreate
 	}
+	createSQL, err := l.deferIndexes(ctx, m, plans, create)
+	if err != nil {
+		return nil, err
+	}
 	// Tables are created and checked on several connections at once: each
 	// CREATE TABLE waits for its own fsyncs, which add up over many tables.
 	// Shards merged into one table race harmlessly (IF NOT EXISTS).
-	err := l.eachTable(ctx, len(m.Tables), func(ctx context.Context, i int, p *parser.Parser) error {
+	err = l.eachTable(ctx, len(m.Tables), func(ctx context.Context, i int, p *parser.Parser) error {
 		t := &m.Tables[i]
 		if create[i] {
-			if err := l.createTable(ctx, p, t, plans[i].target, plans[i].extend); err != nil {
+			if err := l.createTable(ctx, p, t, createSQL[i], plans[i].target, plans[i].extend); err != nil {
 				return err
 			}
 		}
@@ -176,10 +183,11 @@ func (l *Loader) createSchema(ctx context.Context, p *parser.Parser, s dumpfile.
 	return nil
 }
 
-// createTable creates target from the source table's CREATE TABLE unless it
-// exists; with extend columns, the merged table's (extendCreateTable).
-func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.Table, target filter.TableName, ext []filter.ExtendColumn) error {
-	q, err := renameCreateTable(p, t.CreateSQL, t.Name, target)
+// createTable creates target from createSQL (the source table's CREATE
+// TABLE, less its deferred indexes) unless it exists; with extend columns,
+// the merged table's (extendCreateTable).
+func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.Table, createSQL string, target filter.TableName, ext []filter.ExtendColumn) error {
+	q, err := renameCreateTable(p, createSQL, t.Name, target)
 	if len(ext) > 0 {
 		q, err = extendCreateTable(p, t.CreateSQL, target, ext)
 	}

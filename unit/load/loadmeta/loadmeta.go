@@ -1,6 +1,6 @@
 // Package loadmeta names the tables the load unit keeps in the meta schema
 // on the target (one row per loaded chunk, one status row per task and
-// source) and removes one task's rows from them, for `dmctl task start
+// source, one row per table whose secondary indexes are still to be added) and removes one task's rows from them, for `dmctl task start
 // --remove-meta`. It imports nothing of the load unit, so dmctl can use it
 // without linking the unit; the load unit takes its table names and
 // statements from here. It never touches a row of another task.
@@ -23,10 +23,14 @@ const (
 	// StatusTable has one row per task and source: the dump being loaded
 	// and whether the load finished.
 	StatusTable = "load_status"
+	// IndexTable has one row per target table the load created without
+	// its plain secondary indexes, which it adds after the table's rows:
+	// the indexes (JSON) still to add; keyed by (task, source, table).
+	IndexTable = "load_index"
 )
 
 // Tables lists every table of the load unit in the meta schema.
-var Tables = []string{CheckpointTable, StatusTable}
+var Tables = []string{CheckpointTable, StatusTable, IndexTable}
 
 // Removed is what RemoveTask deleted from one table.
 type Removed = metaschema.Removed
@@ -48,6 +52,10 @@ func CreateStatements(schema string) []string {
   finished TINYINT NOT NULL DEFAULT 0, row_count BIGINT NOT NULL DEFAULT 0,
   updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
   PRIMARY KEY (task, source)) DEFAULT CHARSET=utf8mb4`,
+		"CREATE TABLE IF NOT EXISTS " + table(IndexTable) + ` (
+  task VARCHAR(128) NOT NULL, source VARCHAR(128) NOT NULL,
+  table_schema VARCHAR(64) NOT NULL, table_name VARCHAR(64) NOT NULL, indexes MEDIUMTEXT NOT NULL,
+  PRIMARY KEY (task, source, table_schema, table_name)) DEFAULT CHARSET=utf8mb4`,
 	}
 }
 
