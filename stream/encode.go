@@ -347,11 +347,11 @@ func encodeImage(dst []colValue, s *sqlschema.Table, row []any, snapshot bool) (
 // schema part: before, after, op, ts_ms, source.
 func (e *Encoder) debeziumRow(b []byte, s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
 	o := startObject(b)
-	for _, img := range []struct {
-		name string
-		vals []colValue
-	}{{"before", before}, {"after", after}} {
-		o.key(img.name)
+	for _, img := range [2]struct {
+		quoted string
+		vals   []colValue
+	}{{`"before":`, before}, {`"after":`, after}} {
+		o.lit(img.quoted)
 		if img.vals == nil {
 			o.buf = append(o.buf, "null"...)
 			continue
@@ -363,30 +363,42 @@ func (e *Encoder) debeziumRow(b []byte, s *sqlschema.Table, op string, before, a
 		}
 		o.buf = row.end()
 	}
-	o.str("op", op)
-	o.int("ts_ms", e.now().UnixMilli())
+	o.lit(`"op":`)
+	o.buf = appendJSONString(o.buf, op)
+	o.lit(`"ts_ms":`)
+	o.buf = strconv.AppendInt(o.buf, e.now().UnixMilli(), 10)
 	e.debeziumSource(&o, s.Schema, s.Name, pos)
 	return o.end()
 }
 
 // debeziumSource writes the "source" block.
 func (e *Encoder) debeziumSource(o *jsonObject, db, table string, pos Position) {
-	o.key("source")
+	o.lit(`"source":`)
 	src := startObject(o.buf)
-	src.str("name", e.source)
-	src.str("db", db)
-	src.str("table", table)
-	src.str("file", pos.File)
-	src.uint("pos", uint64(pos.Pos))
-	src.int("row", int64(pos.Row))
+	src.lit(`"name":`)
+	src.buf = appendJSONString(src.buf, e.source)
+	src.lit(`"db":`)
+	src.buf = appendJSONString(src.buf, db)
+	src.lit(`"table":`)
+	src.buf = appendJSONString(src.buf, table)
+	src.lit(`"file":`)
+	src.buf = appendJSONString(src.buf, pos.File)
+	src.lit(`"pos":`)
+	src.buf = strconv.AppendUint(src.buf, uint64(pos.Pos), 10)
+	src.lit(`"row":`)
+	src.buf = strconv.AppendInt(src.buf, int64(pos.Row), 10)
+	src.lit(`"gtid":`)
 	if pos.GTID == "" {
-		src.raw("gtid", "null")
+		src.buf = append(src.buf, "null"...)
 	} else {
-		src.str("gtid", pos.GTID)
+		src.buf = appendJSONString(src.buf, pos.GTID)
 	}
-	src.uint("server_id", uint64(pos.ServerID))
-	src.int("ts_ms", pos.TsMs)
-	src.bool("snapshot", pos.Snapshot)
+	src.lit(`"server_id":`)
+	src.buf = strconv.AppendUint(src.buf, uint64(pos.ServerID), 10)
+	src.lit(`"ts_ms":`)
+	src.buf = strconv.AppendInt(src.buf, pos.TsMs, 10)
+	src.lit(`"snapshot":`)
+	src.buf = strconv.AppendBool(src.buf, pos.Snapshot)
 	o.buf = src.end()
 }
 

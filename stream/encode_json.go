@@ -28,6 +28,16 @@ func (o *jsonObject) key(name string) {
 	o.buf = append(o.buf, ':')
 }
 
+// lit is key for a name written as a JSON string literal with its colon,
+// `"name":`: constant member names cost no escaping.
+func (o *jsonObject) lit(quoted string) {
+	if o.n > 0 {
+		o.buf = append(o.buf, ',')
+	}
+	o.n++
+	o.buf = append(o.buf, quoted...)
+}
+
 func (o *jsonObject) str(name, v string) {
 	o.key(name)
 	o.buf = appendJSONString(o.buf, v)

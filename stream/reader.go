@@ -211,13 +211,19 @@ func (w *writer) runBuffered(ctx context.Context, in <-chan batch, bs BufferedSi
 	queue := make(chan written, syncQueue)
 	synced := make(chan error, 1)
 	go func() { synced <- w.syncLoop(ctx, bs, queue) }()
-	var err error
+	var (
+		err  error
+		mark int64 // of the last batch with events
+	)
 	syncErr, syncDone := error(nil), false
 loop:
 	for b := range in {
-		var mark int64
-		if mark, err = w.t.writeBuffered(ctx, bs, b.events); err != nil {
-			break
+		// A batch without events (it only moves the checkpoint) waits for
+		// the mark of the last one with events.
+		if len(b.events) > 0 {
+			if mark, err = w.t.writeBuffered(ctx, bs, b.events); err != nil {
+				break
+			}
 		}
 		select {
 		case queue <- written{b: batch{end: b.end, txn: b.txn, osc: b.osc, ts: b.ts, caughtUp: b.caughtUp}, n: len(b.events), mark: mark}:

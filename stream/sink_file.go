@@ -155,26 +155,27 @@ func (s *fileSink) Write(ctx context.Context, batch []Event) error {
 func (s *fileSink) WriteBuffered(ctx context.Context, batch []Event) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(batch) > 0 {
-		done, err := s.writeLines(batch)
+	if len(batch) == 0 {
+		return s.written, nil // nothing new to make durable (a batch that only moves the checkpoint)
+	}
+	done, err := s.writeLines(batch)
+	if err != nil {
+		s.reset()
+		if s.written > s.durable {
+			return 0, fmt.Errorf("file sink of stream %q: write %d event(s) into %s: %w; lines of earlier batches were not fsynced yet, so the stream restarts from its checkpoint",
+				s.stream, len(batch), s.dir, err)
+		}
+		err = retryLoop(ctx, s.logger, fmt.Sprintf("file sink of stream %q: write %d event(s) into %s", s.stream, len(batch)-done, s.dir),
+			func(context.Context) error {
+				n, err := s.writeLines(batch[done:])
+				done += n
+				if err != nil {
+					s.reset()
+				}
+				return err
+			})
 		if err != nil {
-			s.reset()
-			if s.written > s.durable {
-				return 0, fmt.Errorf("file sink of stream %q: write %d event(s) into %s: %w; lines of earlier batches were not fsynced yet, so the stream restarts from its checkpoint",
-					s.stream, len(batch), s.dir, err)
-			}
-			err = retryLoop(ctx, s.logger, fmt.Sprintf("file sink of stream %q: write %d event(s) into %s", s.stream, len(batch)-done, s.dir),
-				func(context.Context) error {
-					n, err := s.writeLines(batch[done:])
-					done += n
-					if err != nil {
-						s.reset()
-					}
-					return err
-				})
-			if err != nil {
-				return 0, err
-			}
+			return 0, err
 		}
 	}
 	s.written++

@@ -24,6 +24,14 @@ func TestFileSinkBufferedGroupCommit(t *testing.T) {
 	if ev, b := s.BatchLimits(); ev <= DefaultBatchEvents || b <= 0 {
 		t.Fatalf("BatchLimits() = %d, %d: want more events than DefaultBatchEvents", ev, b)
 	}
+	// A batch without events (one that only moves the checkpoint) before
+	// any file exists: its mark is durable at once.
+	if mark, err := s.WriteBuffered(ctx, nil); err != nil || mark != 0 {
+		t.Fatalf("WriteBuffered(no events) = %d, %v; want mark 0", mark, err)
+	}
+	if err := s.SyncTo(0); err != nil {
+		t.Fatalf("SyncTo of an empty batch: %v", err)
+	}
 	marks := make(chan int64, 64)
 	var (
 		wg      sync.WaitGroup
@@ -51,6 +59,12 @@ func TestFileSinkBufferedGroupCommit(t *testing.T) {
 			t.Fatalf("batch %d: mark %d, want %d", i, mark, i+1)
 		}
 		marks <- mark
+		if i == batches/2 {
+			empty, err := s.WriteBuffered(ctx, nil)
+			if err != nil || empty != mark {
+				t.Fatalf("WriteBuffered(no events) after batch %d = %d, %v; want its mark %d", i, empty, err, mark)
+			}
+		}
 	}
 	close(marks)
 	wg.Wait()
