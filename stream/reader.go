@@ -218,6 +218,12 @@ func (w *writer) runBuffered(ctx context.Context, in <-chan batch, bs BufferedSi
 	syncErr, syncDone := error(nil), false
 loop:
 	for b := range in {
+		select {
+		case syncErr = <-synced: // the syncer failed: write no more
+			syncDone = true
+			break loop
+		default:
+		}
 		// A batch without events (it only moves the checkpoint) waits for
 		// the mark of the last one with events.
 		if len(b.events) > 0 {
