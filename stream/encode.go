@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
@@ -88,6 +89,11 @@ func (e *Encoder) Format() string { return e.format }
 // (nil or the []byte text MariaDB prints, read over a utf8mb4 connection
 // with time_zone '+00:00'). The key comes from after (before for "d").
 func (e *Encoder) Row(s *sqlschema.Table, op string, before, after []any, pos Position) (Event, error) {
+	return e.row(nil, s, op, before, after, pos)
+}
+
+// row is Row with the event's buffer taken from a (nil: its own).
+func (e *Encoder) row(a *arena, s *sqlschema.Table, op string, before, after []any, pos Position) (Event, error) {
 	switch op {
 	case "c", "r":
 		before = nil
@@ -102,19 +108,28 @@ func (e *Encoder) Row(s *sqlschema.Table, op string, before, after []any, pos Po
 	}
 	snapshot := op == "r" || pos.Snapshot
 	pos.Snapshot = snapshot
-	old, err := encodeImage(s, before, snapshot)
+	img := getImages()
+	defer putImages(img)
+	old, err := encodeImage(img.old[:0], s, before, snapshot)
 	if err != nil {
 		return Event{}, err
 	}
-	cur, err := encodeImage(s, after, snapshot)
+	if old != nil {
+		img.old = old
+	}
+	cur, err := encodeImage(img.cur[:0], s, after, snapshot)
 	if err != nil {
 		return Event{}, err
+	}
+	if cur != nil {
+		img.cur = cur
 	}
 	keyImage := cur
 	if op == "d" {
 		keyImage = old
 	}
-	return e.event(s, op, old, cur, keyJSON(s, keyImage), pos), nil
+	var kb [keyStack]byte
+	return e.event(a, s, op, old, cur, keyJSON(kb[:0], s, keyImage), pos), nil
 }
 
 // Update encodes an update of table s: one "u" event, or, when the update
@@ -123,30 +138,70 @@ func (e *Encoder) Row(s *sqlschema.Table, op string, before, after []any, pos Po
 // partition or compact by key see every key's history in order. The "d"
 // event's identity is the update's with the suffix ":d".
 func (e *Encoder) Update(s *sqlschema.Table, before, after []any, pos Position) ([]Event, error) {
-	if before == nil || after == nil {
-		return nil, fmt.Errorf("stream: %s: operation \"u\" without its row image", s)
-	}
-	old, err := encodeImage(s, before, pos.Snapshot)
-	if err != nil {
+	first, second, two, err := e.update(nil, s, before, after, pos)
+	switch {
+	case err != nil:
 		return nil, err
+	case two:
+		return []Event{first, second}, nil
 	}
-	cur, err := encodeImage(s, after, pos.Snapshot)
-	if err != nil {
-		return nil, err
-	}
-	oldKey, newKey := keyJSON(s, old), keyJSON(s, cur)
-	if bytes.Equal(oldKey, newKey) {
-		return []Event{e.event(s, "u", old, cur, newKey, pos)}, nil
-	}
-	del := e.event(s, "d", old, nil, oldKey, pos)
-	del.ID += ":d"
-	return []Event{del, e.event(s, "c", nil, cur, newKey, pos)}, nil
+	return []Event{first}, nil
 }
 
-// keyJSON is the event key of a row image: its key columns as a JSON
-// object.
-func keyJSON(s *sqlschema.Table, image []colValue) []byte {
-	key := startObject(nil)
+// update is Update returning the events themselves: first, and second when
+// two (the "c" half of a key change), their buffers taken from a (nil:
+// their own).
+func (e *Encoder) update(a *arena, s *sqlschema.Table, before, after []any, pos Position) (first, second Event, two bool, err error) {
+	if before == nil || after == nil {
+		return Event{}, Event{}, false, fmt.Errorf("stream: %s: operation \"u\" without its row image", s)
+	}
+	img := getImages()
+	defer putImages(img)
+	old, err := encodeImage(img.old[:0], s, before, pos.Snapshot)
+	if err != nil {
+		return Event{}, Event{}, false, err
+	}
+	img.old = old
+	cur, err := encodeImage(img.cur[:0], s, after, pos.Snapshot)
+	if err != nil {
+		return Event{}, Event{}, false, err
+	}
+	img.cur = cur
+	var ob, nb [keyStack]byte
+	oldKey, newKey := keyJSON(ob[:0], s, old), keyJSON(nb[:0], s, cur)
+	if bytes.Equal(oldKey, newKey) {
+		return e.event(a, s, "u", old, cur, newKey, pos), Event{}, false, nil
+	}
+	del := e.event(a, s, "d", old, nil, oldKey, pos)
+	del.ID += ":d"
+	return del, e.event(a, s, "c", nil, cur, newKey, pos), true, nil
+}
+
+// keyStack is the key size Row and Update build on the stack before event
+// copies the key beside the value.
+const keyStack = 128
+
+// images are the two encoded row images of one row change, reused through
+// imagePool: a row change then allocates only its event's identity and
+// the one buffer of its key and value.
+type images struct{ old, cur []colValue }
+
+var imagePool = sync.Pool{New: func() any { return new(images) }}
+
+func getImages() *images { return imagePool.Get().(*images) }
+
+// putImages clears img's values (so that they hold no text alive) and
+// returns it to the pool.
+func putImages(img *images) {
+	clear(img.old)
+	clear(img.cur)
+	imagePool.Put(img)
+}
+
+// keyJSON appends to b the event key of a row image: its key columns as a
+// JSON object.
+func keyJSON(b []byte, s *sqlschema.Table, image []colValue) []byte {
+	key := startObject(b)
 	for _, k := range s.RowKey {
 		key.key(s.Columns[k].Name)
 		key.buf = image[k].debezium(key.buf)
@@ -154,15 +209,81 @@ func keyJSON(s *sqlschema.Table, image []colValue) []byte {
 	return key.end()
 }
 
-// event builds the event of an encoded row change.
-func (e *Encoder) event(s *sqlschema.Table, op string, old, cur []colValue, key []byte, pos Position) Event {
-	ev := Event{ID: EventID(e.source, pos), DB: s.Schema, Table: s.Name, Op: op, Key: key}
+// event builds the event of an encoded row change. Its Value and Key share
+// one buffer, sized for both up front, from a when it is not nil.
+func (e *Encoder) event(a *arena, s *sqlschema.Table, op string, old, cur []colValue, key []byte, pos Position) Event {
+	ev := Event{ID: EventID(e.source, pos), DB: s.Schema, Table: s.Name, Op: op}
+	var buf []byte
 	if e.format == FormatCanalJSON {
-		ev.Value = e.canalRow(s, op, old, cur, pos)
+		buf = e.canalRow(a.take(canalSize(s, old, cur)+len(key)), s, op, old, cur, pos)
 	} else {
-		ev.Value = e.debeziumRow(s, op, old, cur, pos)
+		buf = e.debeziumRow(a.take(e.debeziumSize(s, old, cur, pos)+len(key)), s, op, old, cur, pos)
 	}
+	n := len(buf)
+	buf = a.keep(append(buf, key...))
+	ev.Value, ev.Key = buf[:n:n], buf[n:]
 	return ev
+}
+
+// arenaChunk is the size of an arena's chunks.
+const arenaChunk = 256 << 10
+
+// arena hands out the buffers of events from large chunks, one allocation
+// for hundreds of events. A chunk is freed once none of its events is
+// referenced any more: the events of a batch go together once the sink
+// wrote them. A nil *arena allocates every buffer on its own.
+type arena struct {
+	chunk []byte // the current chunk; chunk[len(chunk):] is free
+}
+
+// take returns an empty buffer with room for at least size bytes: the free
+// part of the current chunk, or of a new one.
+func (a *arena) take(size int) []byte {
+	if a == nil || size > arenaChunk/4 {
+		return make([]byte, 0, size)
+	}
+	if cap(a.chunk)-len(a.chunk) < size {
+		a.chunk = make([]byte, 0, arenaChunk)
+	}
+	return a.chunk[len(a.chunk):len(a.chunk):cap(a.chunk)]
+}
+
+// keep marks buf, filled from take's buffer, as used and returns it with
+// its capacity cut to its length; a buffer that outgrew the chunk (append
+// moved it) uses none of it.
+func (a *arena) keep(buf []byte) []byte {
+	if a != nil && len(buf) > 0 {
+		if free := a.chunk[len(a.chunk):cap(a.chunk)]; len(free) > 0 && &buf[0] == &free[0] {
+			a.chunk = a.chunk[:len(a.chunk)+len(buf)]
+		}
+	}
+	return buf[:len(buf):len(buf)]
+}
+
+// debeziumSize is about the size of a debezium value: exact for numbers,
+// NULLs and binary values, and for text without characters to escape.
+func (e *Encoder) debeziumSize(s *sqlschema.Table, before, after []colValue, pos Position) int {
+	n := 256 + len(e.source) + 2*(len(s.Schema)+len(s.Name)) + len(pos.File) + len(pos.GTID)
+	for _, img := range [2][]colValue{before, after} {
+		for i := range img {
+			n += len(s.Columns[i].Name) + 4 + img[i].debeziumSize()
+		}
+	}
+	return n
+}
+
+// canalSize is about the size of a canal-json value.
+func canalSize(s *sqlschema.Table, before, after []colValue) int {
+	n := 256 + 2*(len(s.Schema)+len(s.Name))
+	for i := range s.Columns {
+		n += 3*len(s.Columns[i].Name) + len(s.Columns[i].ColumnType) + 16
+	}
+	for _, img := range [2][]colValue{before, after} {
+		for i := range img {
+			n += len(s.Columns[i].Name) + 6 + img[i].debeziumSize()
+		}
+	}
+	return n
 }
 
 // DDL encodes a DDL statement of db (and table, "" for a database DDL) as
@@ -176,7 +297,7 @@ func (e *Encoder) DDL(db, table, query string, pos Position) (Event, error) {
 	ev.Key = key.end()
 	now := e.now().UnixMilli()
 	if e.format == FormatCanalJSON {
-		o := canalHead(db, table)
+		o := canalHead(make([]byte, 0, 256), db, table)
 		o.raw("pkNames", "null")
 		o.bool("isDdl", true)
 		o.str("type", "QUERY")
@@ -198,8 +319,9 @@ func (e *Encoder) DDL(db, table, query string, pos Position) (Event, error) {
 	return ev, nil
 }
 
-// encodeImage encodes a row image (nil stays nil).
-func encodeImage(s *sqlschema.Table, row []any, snapshot bool) ([]colValue, error) {
+// encodeImage encodes a row image into dst's memory (reused when it is large
+// enough; nil stays nil).
+func encodeImage(dst []colValue, s *sqlschema.Table, row []any, snapshot bool) ([]colValue, error) {
 	if row == nil {
 		return nil, nil
 	}
@@ -207,7 +329,11 @@ func encodeImage(s *sqlschema.Table, row []any, snapshot bool) ([]colValue, erro
 		return nil, fmt.Errorf("stream: %s: row image has %d of %d columns; the source needs binlog_row_image=FULL, "+
 			"or the table changed since its schema was read", s, len(row), len(s.Columns))
 	}
-	out := make([]colValue, len(row))
+	out := dst[:0]
+	if cap(out) < len(row) {
+		out = make([]colValue, len(row))
+	}
+	out = out[:len(row)]
 	for i, v := range row {
 		var err error
 		if out[i], err = encodeValue(&s.Columns[i], v, snapshot); err != nil {
@@ -219,13 +345,13 @@ func encodeImage(s *sqlschema.Table, row []any, snapshot bool) ([]colValue, erro
 
 // debeziumRow is the payload of Debezium's MySQL connector without the
 // schema part: before, after, op, ts_ms, source.
-func (e *Encoder) debeziumRow(s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
-	o := startObject(make([]byte, 0, 256))
-	for _, img := range []struct {
-		name string
-		vals []colValue
-	}{{"before", before}, {"after", after}} {
-		o.key(img.name)
+func (e *Encoder) debeziumRow(b []byte, s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
+	o := startObject(b)
+	for _, img := range [2]struct {
+		quoted string
+		vals   []colValue
+	}{{`"before":`, before}, {`"after":`, after}} {
+		o.lit(img.quoted)
 		if img.vals == nil {
 			o.buf = append(o.buf, "null"...)
 			continue
@@ -237,36 +363,48 @@ func (e *Encoder) debeziumRow(s *sqlschema.Table, op string, before, after []col
 		}
 		o.buf = row.end()
 	}
-	o.str("op", op)
-	o.int("ts_ms", e.now().UnixMilli())
+	o.lit(`"op":`)
+	o.buf = appendJSONString(o.buf, op)
+	o.lit(`"ts_ms":`)
+	o.buf = strconv.AppendInt(o.buf, e.now().UnixMilli(), 10)
 	e.debeziumSource(&o, s.Schema, s.Name, pos)
 	return o.end()
 }
 
 // debeziumSource writes the "source" block.
 func (e *Encoder) debeziumSource(o *jsonObject, db, table string, pos Position) {
-	o.key("source")
+	o.lit(`"source":`)
 	src := startObject(o.buf)
-	src.str("name", e.source)
-	src.str("db", db)
-	src.str("table", table)
-	src.str("file", pos.File)
-	src.uint("pos", uint64(pos.Pos))
-	src.int("row", int64(pos.Row))
+	src.lit(`"name":`)
+	src.buf = appendJSONString(src.buf, e.source)
+	src.lit(`"db":`)
+	src.buf = appendJSONString(src.buf, db)
+	src.lit(`"table":`)
+	src.buf = appendJSONString(src.buf, table)
+	src.lit(`"file":`)
+	src.buf = appendJSONString(src.buf, pos.File)
+	src.lit(`"pos":`)
+	src.buf = strconv.AppendUint(src.buf, uint64(pos.Pos), 10)
+	src.lit(`"row":`)
+	src.buf = strconv.AppendInt(src.buf, int64(pos.Row), 10)
+	src.lit(`"gtid":`)
 	if pos.GTID == "" {
-		src.raw("gtid", "null")
+		src.buf = append(src.buf, "null"...)
 	} else {
-		src.str("gtid", pos.GTID)
+		src.buf = appendJSONString(src.buf, pos.GTID)
 	}
-	src.uint("server_id", uint64(pos.ServerID))
-	src.int("ts_ms", pos.TsMs)
-	src.bool("snapshot", pos.Snapshot)
+	src.lit(`"server_id":`)
+	src.buf = strconv.AppendUint(src.buf, uint64(pos.ServerID), 10)
+	src.lit(`"ts_ms":`)
+	src.buf = strconv.AppendInt(src.buf, pos.TsMs, 10)
+	src.lit(`"snapshot":`)
+	src.buf = strconv.AppendBool(src.buf, pos.Snapshot)
 	o.buf = src.end()
 }
 
 // canalHead starts a canal-json object with id, database and table.
-func canalHead(db, table string) jsonObject {
-	o := startObject(make([]byte, 0, 256))
+func canalHead(b []byte, db, table string) jsonObject {
+	o := startObject(b)
 	o.int("id", 0)
 	o.str("database", db)
 	o.str("table", table)
@@ -278,13 +416,13 @@ var canalTypes = map[string]string{"c": "INSERT", "r": "INSERT", "u": "UPDATE", 
 // canalRow is TiCDC's canal-json with content-compatible=true (the
 // official Canal's content): mysqlType holds the full column type and
 // "old" only the columns an UPDATE changed.
-func (e *Encoder) canalRow(s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
+func (e *Encoder) canalRow(b []byte, s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
 	now := e.now().UnixMilli()
 	data := after
 	if op == "d" {
 		data = before
 	}
-	o := canalHead(s.Schema, s.Name)
+	o := canalHead(b, s.Schema, s.Name)
 	if s.RowKeyIndex == "" {
 		o.raw("pkNames", "null")
 	} else {
@@ -374,7 +512,13 @@ const (
 // the next wider one.
 func jdbcType(c *sqlschema.Column, v colValue) int {
 	widen := func(base, wider int, max uint64) int {
-		if c.Unsigned && v.kind == valueIsNumber {
+		switch {
+		case !c.Unsigned:
+		case v.kind == valueIsUint:
+			if v.num > max {
+				return wider
+			}
+		case v.kind == valueIsNumber:
 			if n, err := strconv.ParseUint(v.text, 10, 64); err == nil && n > max {
 				return wider
 			}

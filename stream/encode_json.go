@@ -28,6 +28,16 @@ func (o *jsonObject) key(name string) {
 	o.buf = append(o.buf, ':')
 }
 
+// lit is key for a name written as a JSON string literal with its colon,
+// `"name":`: constant member names cost no escaping.
+func (o *jsonObject) lit(quoted string) {
+	if o.n > 0 {
+		o.buf = append(o.buf, ',')
+	}
+	o.n++
+	o.buf = append(o.buf, quoted...)
+}
+
 func (o *jsonObject) str(name, v string) {
 	o.key(name)
 	o.buf = appendJSONString(o.buf, v)
@@ -61,12 +71,27 @@ func (o *jsonObject) end() []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// jsonPlain marks the bytes a JSON string holds as they are: ASCII from
+// 0x20 on but the double quote and the backslash.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
 // U+FFFD, as encoding/json does; <, > and & stay as they are.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && jsonPlain[s[i]] {
+			i++ // the common case: a run of ASCII that needs no escape
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

@@ -21,6 +21,8 @@ type colValueKind uint8
 const (
 	valueIsNull   colValueKind = iota
 	valueIsNumber              // text is a JSON number literal
+	valueIsInt                 // num is an int64's bits, written as a JSON number
+	valueIsUint                // num is a uint64, written as a JSON number
 	valueIsString              // text is UTF-8 text, written as a JSON string
 	valueIsBytes               // raw is binary, written as base64 (debezium) or ISO-8859-1 (canal-json)
 )
@@ -29,7 +31,10 @@ const (
 type colValue struct {
 	kind colValueKind
 	text string
-	raw  []byte
+	// num is an integer's value (valueIsInt, valueIsUint): kept as a
+	// number, not as text, so that an integer costs no allocation.
+	num uint64
+	raw []byte
 	// alt, when hasAlt, is the canal-json text where it differs from text:
 	// the ENUM index or SET bitmask (TiCDC's canal-json), or a float
 	// without an exponent.
@@ -43,6 +48,10 @@ func (v colValue) debezium(b []byte) []byte {
 	switch v.kind {
 	case valueIsNumber:
 		return append(b, v.text...)
+	case valueIsInt:
+		return strconv.AppendInt(b, int64(v.num), 10)
+	case valueIsUint:
+		return strconv.AppendUint(b, v.num, 10)
 	case valueIsString:
 		return appendJSONString(b, v.text)
 	case valueIsBytes:
@@ -56,6 +65,22 @@ func (v colValue) debezium(b []byte) []byte {
 	}
 }
 
+// debeziumSize is the size of the value's debezium form: exact but for text
+// with characters to escape.
+func (v colValue) debeziumSize() int {
+	switch v.kind {
+	case valueIsNumber:
+		return len(v.text)
+	case valueIsInt, valueIsUint:
+		return 20
+	case valueIsString:
+		return len(v.text) + 2
+	case valueIsBytes:
+		return base64.StdEncoding.EncodedLen(len(v.raw)) + 2
+	}
+	return 4
+}
+
 // canal returns the canal-json text of the value (every value is a
 // string there) and false for NULL. Binary values map each byte to the
 // rune of the same number (ISO-8859-1), as TiCDC and Canal do.
@@ -65,6 +90,10 @@ func (v colValue) canal() (string, bool) {
 		return "", false
 	case v.hasAlt:
 		return v.alt, true
+	case v.kind == valueIsInt:
+		return strconv.FormatInt(int64(v.num), 10), true
+	case v.kind == valueIsUint:
+		return strconv.FormatUint(v.num, 10), true
 	case v.kind == valueIsBytes:
 		r := make([]rune, len(v.raw))
 		for i, c := range v.raw {
@@ -192,9 +221,9 @@ func encodeInt(c *sqlschema.Column, v any) (colValue, error) {
 		}
 	}
 	if unsigned {
-		return colValue{kind: valueIsNumber, text: strconv.FormatUint(u, 10)}, nil
+		return colValue{kind: valueIsUint, num: u}, nil
 	}
-	return colValue{kind: valueIsNumber, text: strconv.FormatInt(n, 10)}, nil
+	return colValue{kind: valueIsInt, num: uint64(n)}, nil
 }
 
 // encodeBit: the binlog gives an int64 of the bits, database/sql the

@@ -1,6 +1,9 @@
 package stream
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Position of a change in the source's binlog, for an event's "source"
 // block and identity.
@@ -22,13 +25,15 @@ type Position struct {
 // EventID is an event's identity <source>:<file>:<pos>:<row> (DESIGN.md
 // §4), which sinks pass on so that consumers and brokers can drop replays.
 func EventID(source string, pos Position) string {
-	b := make([]byte, 0, len(source)+len(pos.File)+24)
-	b = append(b, source...)
-	b = append(b, ':')
-	b = append(b, pos.File...)
-	b = append(b, ':')
-	b = strconv.AppendUint(b, uint64(pos.Pos), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(pos.Row), 10)
-	return string(b)
+	var num [20]byte
+	var b strings.Builder // one allocation: String does not copy
+	b.Grow(len(source) + len(pos.File) + 24)
+	b.WriteString(source)
+	b.WriteByte(':')
+	b.WriteString(pos.File)
+	b.WriteByte(':')
+	b.Write(strconv.AppendUint(num[:0], uint64(pos.Pos), 10))
+	b.WriteByte(':')
+	b.Write(strconv.AppendInt(num[:0], int64(pos.Row), 10))
+	return b.String()
 }

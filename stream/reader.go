@@ -151,41 +151,170 @@ func sameAck(a, b Checkpoint) bool {
 	return a.Txn == nil || *a.Txn == *b.Txn
 }
 
+// BufferedSink is a Sink whose Write splits into writing and making
+// durable (the file sink: write(2), then fsync). A stream task then writes
+// each batch as it comes and a syncer goroutine makes what was written
+// durable, one SyncTo at a time, each covering every batch written before
+// it began (group commit), and acknowledges those batches: the stream does
+// not wait for an fsync between two batches, and a checkpoint still never
+// names an event that is not durable. A wrapper of a sink (the worker's
+// metrics) implements it when the sink it wraps does.
+type BufferedSink interface {
+	Sink
+	// WriteBuffered writes batch, retrying with backoff as Write does, and
+	// returns its mark; it does not make it durable.
+	WriteBuffered(ctx context.Context, batch []Event) (mark int64, err error)
+	// SyncTo returns once the batch of mark and every earlier one are
+	// durable. It may run while WriteBuffered runs; an error means the
+	// batches after the last durable mark may be lost: the task stops with
+	// a resumable error and restarts from its checkpoint.
+	SyncTo(mark int64) error
+	// BatchLimits are the events and bytes of the largest streaming batch
+	// the sink wants (0: DefaultBatchEvents, DefaultBatchBytes): larger
+	// than the defaults where a sync costs the same whatever its size.
+	BatchLimits() (events, bytes int)
+}
+
+// syncQueue bounds the batches a buffered sink's writer has written and
+// not yet seen made durable (the page cache holds them, not the task).
+const syncQueue = 16
+
+// written is a batch a buffered sink wrote, waiting for its fsync: the
+// batch without its events (the memory is free once they are written).
+type written struct {
+	b    batch
+	n    int
+	mark int64
+}
+
 // run writes every batch from in until in is closed or a write or save
 // fails.
 func (w *writer) run(ctx context.Context, in <-chan batch) error {
+	if bs, ok := w.t.cfg.Sink.(BufferedSink); ok {
+		return w.runBuffered(ctx, in, bs)
+	}
 	for b := range in {
 		if err := w.t.writeEvents(ctx, b.events); err != nil {
 			return err
 		}
-		if b.end != nil {
-			w.acked.Location, w.acked.OnlineDDL = *b.end, b.osc
+		if err := w.ack(ctx, b, len(b.events)); err != nil {
+			return err
 		}
-		w.acked.Txn = b.txn
-		lag := 0.0
-		if !b.caughtUp && b.ts > 0 {
-			lag = max(0, time.Since(time.Unix(int64(b.ts), 0)).Seconds())
+	}
+	return nil
+}
+
+// runBuffered is run for a BufferedSink: this goroutine writes, a syncer
+// goroutine (syncLoop) fsyncs and acknowledges. It returns once both
+// ended, with the first error of either.
+func (w *writer) runBuffered(ctx context.Context, in <-chan batch, bs BufferedSink) error {
+	queue := make(chan written, syncQueue)
+	synced := make(chan error, 1)
+	go func() { synced <- w.syncLoop(ctx, bs, queue) }()
+	var (
+		err  error
+		mark int64 // of the last batch with events
+	)
+	syncErr, syncDone := error(nil), false
+loop:
+	for b := range in {
+		select {
+		case syncErr = <-synced: // the syncer failed: write no more
+			syncDone = true
+			break loop
+		default:
 		}
-		w.t.update(func(st *TaskStatus) {
-			st.LagSeconds = lag
-			st.Checkpoint = w.acked.Location
-		})
-		w.unsaved += len(b.events)
-		if sameAck(w.acked, w.saved) {
-			continue
+		// A batch without events (it only moves the checkpoint) waits for
+		// the mark of the last one with events.
+		if len(b.events) > 0 {
+			if mark, err = w.t.writeBuffered(ctx, bs, b.events); err != nil {
+				break
+			}
 		}
-		switch {
-		case time.Since(w.savedAt) >= saveEvery:
-			if err := w.t.save(ctx, w.acked); err != nil {
+		select {
+		case queue <- written{b: batch{end: b.end, txn: b.txn, osc: b.osc, ts: b.ts, caughtUp: b.caughtUp}, n: len(b.events), mark: mark}:
+		case syncErr = <-synced:
+			syncDone = true
+			break loop
+		}
+	}
+	close(queue)
+	if !syncDone {
+		syncErr = <-synced
+	}
+	if syncErr != nil {
+		return syncErr
+	}
+	return err
+}
+
+// syncLoop makes the batches of queue durable and acknowledges them: one
+// SyncTo for every batch waiting (the last one's mark), then each batch's
+// ack in order.
+func (w *writer) syncLoop(ctx context.Context, bs BufferedSink, queue <-chan written) error {
+	var group []written
+	for first := range queue {
+		group = append(group[:0], first)
+	drain:
+		for {
+			select {
+			case more, ok := <-queue:
+				if !ok {
+					break drain
+				}
+				group = append(group, more)
+			default:
+				break drain
+			}
+		}
+		if err := bs.SyncTo(group[len(group)-1].mark); err != nil {
+			n := 0
+			for _, g := range group {
+				n += g.n
+			}
+			return w.t.sinkError(err, n)
+		}
+		for _, g := range group {
+			w.t.update(func(st *TaskStatus) { st.Events += int64(g.n) })
+			if err := w.ack(ctx, g.b, g.n); err != nil {
 				return err
 			}
-			w.saved, w.savedAt, w.unsaved = w.acked, time.Now(), 0
-		case w.t.cfg.SaveLocal != nil && w.unsaved >= localSaveBatches*w.t.batchEvents():
-			if err := w.t.saveWith(ctx, w.acked, w.t.cfg.SaveLocal); err != nil {
-				return err
-			}
-			w.unsaved = 0
 		}
+	}
+	return nil
+}
+
+// ack moves the checkpoint past b, whose n events the sink acknowledged,
+// and saves it when that is due. Once ctx is done it only moves it: the
+// task saves it on its way out (saveOnStop).
+func (w *writer) ack(ctx context.Context, b batch, n int) error {
+	if b.end != nil {
+		w.acked.Location, w.acked.OnlineDDL = *b.end, b.osc
+	}
+	w.acked.Txn = b.txn
+	lag := 0.0
+	if !b.caughtUp && b.ts > 0 {
+		lag = max(0, time.Since(time.Unix(int64(b.ts), 0)).Seconds())
+	}
+	w.t.update(func(st *TaskStatus) {
+		st.LagSeconds = lag
+		st.Checkpoint = w.acked.Location
+	})
+	w.unsaved += n
+	if sameAck(w.acked, w.saved) || ctx.Err() != nil {
+		return nil
+	}
+	switch {
+	case time.Since(w.savedAt) >= saveEvery:
+		if err := w.t.save(ctx, w.acked); err != nil {
+			return err
+		}
+		w.saved, w.savedAt, w.unsaved = w.acked, time.Now(), 0
+	case w.t.cfg.SaveLocal != nil && w.unsaved >= localSaveBatches*w.t.batchEvents():
+		if err := w.t.saveWith(ctx, w.acked, w.t.cfg.SaveLocal); err != nil {
+			return err
+		}
+		w.unsaved = 0
 	}
 	return nil
 }
@@ -203,8 +332,10 @@ type reader struct {
 	lastTS uint32
 
 	events []Event
-	bytes  int       // the size of events (eventSize)
-	since  time.Time // when what the next batch holds began to wait
+	// arena holds the buffers of the events' keys and values.
+	arena arena
+	bytes int       // the size of events (eventSize)
+	since time.Time // when what the next batch holds began to wait
 	// maxEvents and maxBytes cut a batch (inside a transaction too).
 	maxEvents, maxBytes int
 
@@ -374,6 +505,13 @@ func (r *reader) position(ev *replication.BinlogEvent, i int) Position {
 var rowOps = map[binlog.RowsKind]string{binlog.RowsInsert: "c", binlog.RowsUpdate: "u", binlog.RowsDelete: "d"}
 
 // rows turns the rows of one rows event of a selected table into events.
+//
+// The event, its RowsEvent and the row images in e.Rows are read only:
+// another stream task of the same source may read the same decoded event
+// (a shared binlog reader fans one decode out to many streams), so
+// nothing here or in the encoder changes them in place; every value that
+// needs changing (BINARY padding, charset conversion) is copied into the
+// event's own buffers.
 func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *replication.RowsEvent) error {
 	kind, ok := binlog.RowsEventKind(ev.Header.EventType)
 	if !ok || e.Table == nil {
@@ -404,13 +542,17 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
 			continue // not even encoded: a resume inside a big transaction skips fast
 		}
-		events, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
+		first, second, two, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
 		if err != nil {
 			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
 		}
-		for k, event := range events {
-			m := mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos, row: i / step, del: k == 0 && len(events) == 2}
-			if err := r.add(ctx, event, m); err != nil {
+		m := mark{file: r.tr.Cur.Name, pos: ev.Header.LogPos, row: i / step, del: two}
+		if err := r.add(ctx, first, m); err != nil {
+			return err
+		}
+		if two {
+			m.del = false
+			if err := r.add(ctx, second, m); err != nil {
 				return err
 			}
 		}
@@ -418,19 +560,19 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	return nil
 }
 
-// encodeRow encodes row i of a rows event of kind: one event, or two for
-// an update that changes the key (Encoder.Update).
-func (r *reader) encodeRow(s *sqlschema.Table, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) ([]Event, error) {
+// encodeRow encodes row i of a rows event of kind: one event, or two
+// (second set, two true) for an update that changes the key
+// (Encoder.Update).
+func (r *reader) encodeRow(s *sqlschema.Table, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) (first, second Event, two bool, err error) {
 	switch kind {
 	case binlog.RowsUpdate:
-		return r.t.enc.Update(s, rows[i], rows[i+1], pos)
+		return r.t.enc.update(&r.arena, s, rows[i], rows[i+1], pos)
 	case binlog.RowsDelete:
-		ev, err := r.t.enc.Row(s, op, rows[i], nil, pos)
-		return []Event{ev}, err
+		first, err = r.t.enc.row(&r.arena, s, op, rows[i], nil, pos)
 	default:
-		ev, err := r.t.enc.Row(s, op, nil, rows[i], pos)
-		return []Event{ev}, err
+		first, err = r.t.enc.row(&r.arena, s, op, nil, rows[i], pos)
 	}
+	return first, Event{}, false, err
 }
 
 // mark is an event's place in its transaction: the binlog coordinates of

@@ -22,6 +22,17 @@ import (
 // file within one batch; it bounds the sink's memory beside one event.
 const fileFlushSize = 1 << 20
 
+// The file sink's streaming batch limits (BatchLimits): more events per
+// batch than DefaultBatchEvents, the same bytes (so a stream still holds
+// at most ~12 MiB of batches). Its fsyncs no longer delay the stream (the
+// task writes while the previous batches are fsynced, BufferedSink), so a
+// batch's size only spreads the per-batch work (hand-off, acknowledgement,
+// status) over more events.
+const (
+	fileBatchEvents = 4096
+	fileBatchBytes  = DefaultBatchBytes
+)
+
 // fileSink writes JSON lines {"key":…,"value":…} into
 // <dir>/<stream>.<6-digit seq>.jsonl. A file is closed once it reaches
 // rotate-size and the next sequence number is started; a single line is
@@ -45,6 +56,13 @@ type fileSink struct {
 	seq  int      // sequence number of f
 	size int64    // bytes in f
 	buf  []byte   // lines not yet written to f
+	// written counts the batches WriteBuffered wrote (their marks);
+	// durable is the highest mark whose lines are fsynced.
+	written, durable int64
+
+	// syncMu serializes SyncTo, which holds mu only around its bookkeeping:
+	// its fsync runs while WriteBuffered writes the next batches.
+	syncMu sync.Mutex
 }
 
 func newFileSink(stream string, cfg config.FileSinkConfig, logger *zap.Logger) (*fileSink, error) {
@@ -63,6 +81,11 @@ func newFileSink(stream string, cfg config.FileSinkConfig, logger *zap.Logger) (
 		name:   regexp.MustCompile(`^` + regexp.QuoteMeta(stream) + `\.([0-9]{6,})\.jsonl$`),
 	}, nil
 }
+
+var _ BufferedSink = (*fileSink)(nil)
+
+// BatchLimits makes the file sink's streaming batches larger.
+func (s *fileSink) BatchLimits() (events, bytes int) { return fileBatchEvents, fileBatchBytes }
 
 // fileName is the path of sequence number seq.
 func (s *fileSink) fileName(seq int) string {
@@ -119,9 +142,100 @@ func (s *fileSink) Write(ctx context.Context, batch []Event) error {
 		})
 }
 
+// WriteBuffered appends batch to the file without fsyncing it and
+// returns its mark: SyncTo(mark) makes it (and every batch written
+// before it) durable. This is how the stream task writes to a file sink
+// (BufferedSink): it writes each batch as it comes and fsyncs in another
+// goroutine, so that the stream does not wait for an fsync between two
+// batches; its checkpoint still moves only after the fsync that covered
+// the batch. A failure is retried like Write's while every earlier batch
+// is durable; with lines of earlier batches not yet fsynced it is
+// returned at once (a failed write may have lost them from the page
+// cache), and the task restarts from its checkpoint, before them.
+func (s *fileSink) WriteBuffered(ctx context.Context, batch []Event) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(batch) == 0 {
+		return s.written, nil // nothing new to make durable (a batch that only moves the checkpoint)
+	}
+	done, err := s.writeLines(batch)
+	if err != nil {
+		s.reset()
+		if s.written > s.durable {
+			return 0, fmt.Errorf("file sink of stream %q: write %d event(s) into %s: %w; lines of earlier batches were not fsynced yet, so the stream restarts from its checkpoint",
+				s.stream, len(batch), s.dir, err)
+		}
+		err = retryLoop(ctx, s.logger, fmt.Sprintf("file sink of stream %q: write %d event(s) into %s", s.stream, len(batch)-done, s.dir),
+			func(context.Context) error {
+				n, err := s.writeLines(batch[done:])
+				done += n
+				if err != nil {
+					s.reset()
+				}
+				return err
+			})
+		if err != nil {
+			return 0, err
+		}
+	}
+	s.written++
+	return s.written, nil
+}
+
+// SyncTo makes the batches of WriteBuffered up to mark durable: it fsyncs
+// the current file (earlier files were fsynced when they were closed),
+// which covers every batch written when it began, and returns once mark is
+// covered. It holds the sink's lock only to take a duplicate of the file's
+// descriptor, so WriteBuffered goes on during the fsync.
+func (s *fileSink) SyncTo(mark int64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	if s.durable >= mark {
+		s.mu.Unlock()
+		return nil
+	}
+	target := s.written
+	if s.f == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("file sink of stream %q: the file of batches %d to %d was closed after a failed write before they were fsynced", s.stream, s.durable+1, mark)
+	}
+	name := s.f.Name()
+	fd, err := syscall.Dup(int(s.f.Fd()))
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("fsync %s: duplicate its descriptor: %w", name, err)
+	}
+	err = syscall.Fsync(fd)
+	if cerr := syscall.Close(fd); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", name, err)
+	}
+	s.mu.Lock()
+	s.durable = max(s.durable, target)
+	s.mu.Unlock()
+	return nil
+}
+
 // write appends batch and fsyncs; it returns how many leading events are
 // durable (fsynced) when it fails.
 func (s *fileSink) write(batch []Event) (int, error) {
+	durable, err := s.writeLines(batch)
+	if err != nil {
+		return durable, err
+	}
+	if err := s.f.Sync(); err != nil {
+		return durable, fmt.Errorf("fsync %s: %w", s.f.Name(), err)
+	}
+	return len(batch), nil
+}
+
+// writeLines appends batch without fsyncing the file it ends in; it
+// returns how many leading events are durable (in files a rotation closed
+// and fsynced) when it fails.
+func (s *fileSink) writeLines(batch []Event) (int, error) {
 	if s.f == nil {
 		if err := s.open(); err != nil {
 			return 0, err
@@ -147,10 +261,7 @@ func (s *fileSink) write(batch []Event) (int, error) {
 	if err := s.flush(); err != nil {
 		return durable, err
 	}
-	if err := s.f.Sync(); err != nil {
-		return durable, fmt.Errorf("fsync %s: %w", s.f.Name(), err)
-	}
-	return len(batch), nil
+	return durable, nil
 }
 
 // flush writes the buffered lines to the current file.

@@ -48,6 +48,9 @@ const (
 // and bytes (about: eventSize), also inside a transaction, so a stream
 // holds at most three batches (one being read, one waiting, one being
 // written), ~12 MiB at the defaults, whatever the size of a transaction.
+// A BufferedSink may ask for more events per batch (the file sink: 4,096,
+// the same bytes); the batches its syncer waits to see fsynced hold no
+// events (the page cache holds what was written).
 const (
 	DefaultBatchEvents = 1000
 	DefaultBatchBytes  = 4 << 20
@@ -62,7 +65,8 @@ const (
 	// saveEvery bounds how often the checkpoint is saved while it moves.
 	saveEvery = time.Second
 	// localSaveBatches: between Saves, SaveLocal runs once this many
-	// batches' worth of events (8,000 at the defaults) were acknowledged.
+	// batches' worth of events (8,000 at the defaults, 32,768 with the
+	// file sink's limits) were acknowledged.
 	localSaveBatches = 8
 	// probeMin and probeMax pace the sink readiness probe of state checking.
 	probeMin, probeMax = time.Second, 30 * time.Second
@@ -201,18 +205,30 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 	}, nil
 }
 
-// batchEvents is the event limit of a streaming batch.
+// batchEvents is the event limit of a streaming batch: the config's, else
+// the sink's (BufferedSink.BatchLimits), else DefaultBatchEvents.
 func (t *Task) batchEvents() int {
 	if n := t.cfg.BatchEvents; n > 0 {
 		return n
 	}
+	if s, ok := t.cfg.Sink.(BufferedSink); ok {
+		if n, _ := s.BatchLimits(); n > 0 {
+			return n
+		}
+	}
 	return DefaultBatchEvents
 }
 
-// batchBytes is the byte limit of a streaming batch.
+// batchBytes is the byte limit of a streaming batch: the config's, else
+// the sink's (BufferedSink.BatchLimits), else DefaultBatchBytes.
 func (t *Task) batchBytes() int {
 	if n := t.cfg.BatchBytes; n > 0 {
 		return n
+	}
+	if s, ok := t.cfg.Sink.(BufferedSink); ok {
+		if _, n := s.BatchLimits(); n > 0 {
+			return n
+		}
 	}
 	return DefaultBatchBytes
 }
@@ -458,6 +474,20 @@ func (t *Task) writeEvents(ctx context.Context, events []Event) error {
 	}
 	t.update(func(st *TaskStatus) { st.Events += int64(len(events)) })
 	return nil
+}
+
+// writeBuffered writes events to a buffered sink (not yet durable: the
+// writer's syncer counts them once they are) and returns their mark.
+func (t *Task) writeBuffered(ctx context.Context, bs BufferedSink, events []Event) (int64, error) {
+	wctx := withRetryReport(ctx, func(err error) { t.update(func(st *TaskStatus) { st.Err = err }) })
+	mark, err := bs.WriteBuffered(wctx, events)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, context.Cause(ctx)
+		}
+		return 0, t.sinkError(err, len(events))
+	}
+	return mark, nil
 }
 
 // sinkError classifies a failed Write: a Coded error keeps its flag,

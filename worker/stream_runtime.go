@@ -60,7 +60,7 @@ func NewStreamRuntimeBuilder(metrics *Metrics, sources *dbconn.Budget) StreamRun
 				if err != nil {
 					return nil, err
 				}
-				sink := &measuredSink{Sink: inner, stream: cfg.Name, m: metrics}
+				sink := newMeasuredSink(inner, cfg.Name, metrics)
 				tc := stream.TaskConfig{
 					Stream: cfg, Source: src, Opener: relay, DB: conn, Sources: sources, Sink: sink, Save: save, Start: start, Logger: log,
 					Shared: hubs.opener(cfg.Name),
@@ -201,6 +201,73 @@ type measuredSink struct {
 	stream string
 	m      *Metrics
 }
+
+// newMeasuredSink wraps inner: a stream.BufferedSink (the file sink) stays
+// one, so that the task's group commit still sees it.
+func newMeasuredSink(inner stream.Sink, name string, m *Metrics) stream.Sink {
+	ms := &measuredSink{Sink: inner, stream: name, m: m}
+	if bs, ok := inner.(stream.BufferedSink); ok {
+		return &measuredBufferedSink{measuredSink: ms, inner: bs}
+	}
+	return ms
+}
+
+// measuredBufferedSink is a measuredSink of a stream.BufferedSink: a
+// batch counts as acknowledged, and its latency ends, when SyncTo covered
+// it.
+type measuredBufferedSink struct {
+	*measuredSink
+	inner stream.BufferedSink
+
+	mu      sync.Mutex
+	pending []pendingBatch // written, not yet synced; guarded by mu
+}
+
+// pendingBatch is a batch WriteBuffered wrote.
+type pendingBatch struct {
+	mark   int64
+	events int
+	start  time.Time
+}
+
+// WriteBuffered is the sink's WriteBuffered, measured.
+func (s *measuredBufferedSink) WriteBuffered(ctx context.Context, batch []stream.Event) (int64, error) {
+	start := time.Now()
+	mark, err := s.inner.WriteBuffered(ctx, batch)
+	if err != nil {
+		s.m.StreamBatches.WithLabelValues(s.stream, "error").Inc()
+		return 0, err
+	}
+	s.mu.Lock()
+	s.pending = append(s.pending, pendingBatch{mark: mark, events: len(batch), start: start})
+	s.mu.Unlock()
+	return mark, nil
+}
+
+// SyncTo is the sink's SyncTo, measured.
+func (s *measuredBufferedSink) SyncTo(mark int64) error {
+	if err := s.inner.SyncTo(mark); err != nil {
+		s.m.StreamBatches.WithLabelValues(s.stream, "error").Inc()
+		return err
+	}
+	s.mu.Lock()
+	n := 0
+	for n < len(s.pending) && s.pending[n].mark <= mark {
+		n++
+	}
+	done := s.pending[:n:n]
+	s.pending = s.pending[n:]
+	s.mu.Unlock()
+	for _, b := range done {
+		s.m.StreamSinkLatency.WithLabelValues(s.stream).Observe(time.Since(b.start).Seconds())
+		s.m.StreamBatches.WithLabelValues(s.stream, "ok").Inc()
+		s.m.StreamEvents.WithLabelValues(s.stream).Add(float64(b.events))
+	}
+	return nil
+}
+
+// BatchLimits are the sink's.
+func (s *measuredBufferedSink) BatchLimits() (events, bytes int) { return s.inner.BatchLimits() }
 
 // Write is the sink's Write, measured.
 func (s *measuredSink) Write(ctx context.Context, batch []stream.Event) error {
