@@ -134,8 +134,10 @@ sink: %s
 			t.Errorf("stream %s restarted from GTID set %q (log: %s); want %q, the set it saved", n, l.GTID, l.raw, gtid)
 		}
 	}
-	if n := binlogDumps(t, replicaDB); n < len(names) {
-		t.Errorf("the replica serves %d binlog dumps, want one per stream (%d): the streams do not read the new endpoint", n, len(names))
+	// The streams of a source share one reader (pkg/binlog/fanout): one
+	// dump at least, on the new endpoint.
+	if n := binlogDumps(t, replicaDB); n < 1 {
+		t.Errorf("the replica serves %d binlog dumps, want the streams' shared one at least: the streams do not read the new endpoint", n)
 	}
 
 	// After the switch: the workload goes on on the primary; the replica
