@@ -45,6 +45,26 @@ type change struct {
 	// fkChecks: the source session wrote the change with
 	// foreign_key_checks on; it matters for tables of a foreign key group.
 	fkChecks bool
+	// size estimates the memory the change's values hold (rowSize), which
+	// batches and the dispatcher's in-flight budget are sized by.
+	size int
+}
+
+// rowSize estimates the memory a converted row image holds: the bytes of
+// its strings and byte slices plus a word pair per value.
+func rowSize(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch x := v.(type) {
+		case []byte:
+			n += len(x) + 24
+		case string:
+			n += len(x) + 16
+		default:
+			n += 16
+		}
+	}
+	return n
 }
 
 // stmt is one statement with its arguments.
