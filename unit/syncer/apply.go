@@ -131,7 +131,7 @@ func (w *applyWorker) run(ctx context.Context) error {
 			bulk = bulk || j.bulk
 			var rows, n, size int
 			for _, c := range j.changes {
-				rows, n, size = fill.add(c)
+				rows, n, size = fill.add(c, j.bulk)
 			}
 			if batchFull(w.batch, bulk, rows, n, size) {
 				break
@@ -322,6 +322,9 @@ type dispatcher struct {
 	// bulkRun the runs (bulkWorker).
 	bulkRows int
 	bulkRun  uint64
+	// eventRows is the number of changes of the event being dispatched
+	// (setEvent), the capacity of each job collected for it.
+	eventRows int
 	// catchingUp is set by the read loop while it reads binlog written
 	// catchUpLag or more ago; the workers read it.
 	catchingUp atomic.Bool
@@ -344,8 +347,12 @@ type pendingJob struct {
 	bulk    bool
 }
 
+// setEvent tells add how many changes the rows event being dispatched has.
+func (d *dispatcher) setEvent(rows int) { d.eventRows = max(rows, 1) }
+
 // dispatch sends one change to its worker at once.
 func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
+	d.setEvent(1)
 	if err := d.add(ctx, c, false); err != nil {
 		return err
 	}
@@ -402,6 +409,9 @@ func (d *dispatcher) add(ctx context.Context, c *change, bulk bool) error {
 		d.groups = make([]pendingJob, len(d.workers))
 	}
 	g := &d.groups[target]
+	if g.changes == nil {
+		g.changes = make([]*change, 0, min(d.eventRows, maxJobChanges))
+	}
 	g.changes = append(g.changes, c)
 	g.size += int64(c.size)
 	g.bulk = g.bulk || bulk

@@ -22,12 +22,14 @@ type batchFill struct {
 func maxBatchChanges(batch int) int { return 4 * batch }
 
 // add counts c and returns the batch's row writes, changes and estimated
-// size so far.
-func (f *batchFill) add(c *change) (rows, changes, size int) {
+// size so far. An insert of a bulk job counts as a row write without a
+// look-up: it writes a new key (at worst a later change of it in the batch
+// counts again, which only ends the batch sooner).
+func (f *batchFill) add(c *change, bulk bool) (rows, changes, size int) {
 	f.n++
 	f.size += c.size
 	ti := c.table
-	if !ti.compact {
+	if !ti.compact || (bulk && c.kind == kindInsert) {
 		f.rows++
 		return f.rows, f.n, f.size
 	}

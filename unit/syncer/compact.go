@@ -187,13 +187,32 @@ func upsertStmt(ti *tableInfo, rows [][]any) stmt {
 // their order. Changes of different compactable tables commute: unique keys
 // are per table, and a table a foreign key of the target touches is never
 // compactable (foreign_keys.go).
+//
+// A target table whose every change in the batch is a plain insert (a bulk
+// load) is left in order too: its rows are new keys, which compaction
+// would only copy into a map, and a run of them is one multi-row INSERT
+// either way (statements).
 func compact(changes []*change) (stmts []stmt, rest []*change) {
 	mixed := map[tableName]bool{}
+	inserts := map[tableName]bool{} // compactable tables with only plain inserts so far
 	some := false
 	for _, c := range changes {
-		if !c.table.compact {
-			mixed[c.table.Target] = true
-		} else {
+		t := c.table.Target
+		switch {
+		case !c.table.compact:
+			mixed[t] = true
+		case c.kind == kindInsert && !c.safe:
+			if _, seen := inserts[t]; !seen {
+				inserts[t] = true
+			}
+		default:
+			inserts[t] = false
+		}
+	}
+	for t, only := range inserts {
+		if only {
+			mixed[t] = true
+		} else if !mixed[t] {
 			some = true
 		}
 	}

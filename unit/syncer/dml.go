@@ -122,12 +122,13 @@ func insertStmt(ti *tableInfo, rows [][]any, replace bool) stmt {
 		verb = "REPLACE INTO "
 	}
 	var b strings.Builder
+	target, cols, ph := ti.Target.String(), columnList(ti), placeholders(len(ti.Columns))
+	b.Grow(len(verb) + len(target) + len(cols) + 10 + len(rows)*(len(ph)+1))
 	b.WriteString(verb)
-	b.WriteString(ti.Target.String())
+	b.WriteString(target)
 	b.WriteString(" (")
-	b.WriteString(columnList(ti))
+	b.WriteString(cols)
 	b.WriteString(") VALUES ")
-	ph := placeholders(len(ti.Columns))
 	args := make([]any, 0, len(rows)*len(ti.Columns))
 	for i, r := range rows {
 		if i > 0 {

@@ -473,6 +473,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	// (dispatcher.add, flush); a big event is a bulk event.
 	changes := make([]change, len(e.Rows)/step)
 	bulk := len(changes) >= bulkEventRows
+	r.disp.setEvent(len(changes))
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if exact && !(rowPoint{loc: loc, row: i / step}).after(point) {
 			continue
