@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -85,7 +86,7 @@ func TestSyncFromPos4(t *testing.T) {
 	record(t, "sync-from-pos4",
 		f("tables", len(b.tables)), f("table_size", envInt(t, p4TableSizeEnv, 50000)),
 		f("run_s", envInt(t, p4SecondsEnv, 10)), f("transactions", b.txns), f("binlog_MB", mb(b.bytes)),
-		f("rounds", rounds), f("busy_process", os.Getenv(bbBusyEnv) == "1"),
+		f("rounds", rounds), f("busy_process", os.Getenv(bbBusyEnv) == "1"), f("syncer", cmp.Or(os.Getenv(p4SyncerEnv), "default")),
 		f("ratio_vs_native1", rSingle), f("target_vs_native1", verdict(rSingle, 1.5)),
 		f("ratio_vs_native4", rParallel), f("target_vs_native4", verdict(rParallel, 1.5)),
 		f("prepare_ratio_vs_native1", rPrep), f("target_prepare_vs_native1", verdict(rPrep, 1.0)),
