@@ -35,16 +35,18 @@ type job struct {
 // Bulk row events. A rows event with bulkEventRows or more changes (a
 // multi-row INSERT, INSERT ... SELECT, a big UPDATE or DELETE: the source
 // splits them into events of binlog_row_event_max_size, 8 KiB by default)
-// is a bulk event. Its changes whose keys no worker holds go to one worker
-// chosen by their table, not each to the worker of its own key hash, and
-// travel to it as one job; a batch holding bulk jobs takes up to
-// bulkBatchRows row writes. Scattering a bulk load's rows by key hash over
-// 16 workers had each target transaction insert 100 rows spread over the
-// whole key range while 15 others did the same into the same B-tree: the
-// target spent 13.8 CPU-s on sysbench's prepare (200,000 rows), native
-// replication 2.7 (docs/benchmarks.md, issue 27). One worker per table
-// writes ascending keys in big statements, as the source did; tables still
-// load in parallel, and changes of keys a worker holds still go to it.
+// is a bulk event. Its changes whose keys no worker holds go in runs of
+// bulkBatchRows, in binlog order, to bulkSpread workers in turn
+// (bulkWorker), not each to the worker of its own key hash; a worker's
+// changes of one event travel as one job, and a batch holding bulk jobs
+// takes up to bulkBatchRows row writes. Scattering a bulk load's rows by
+// key hash over 16 workers had each target transaction insert 100 rows
+// spread over the whole key range while 15 others did the same into the
+// same B-tree: the target spent 13.8 CPU-s on sysbench's prepare (200,000
+// rows), native replication 2.7 (docs/benchmarks.md, issue 27). A run
+// writes neighbouring keys in big statements, as the source did; a few
+// runs and different tables still load in parallel, and changes of keys a
+// worker holds still go to it.
 const (
 	bulkEventRows = 16
 	bulkBatchRows = 4096
@@ -63,7 +65,8 @@ const (
 	// bulkSpread workers of a bulk load to each commit one batch while the
 	// next fills (sysbench rows: 4,096 rows are ~1 MiB); the real memory is
 	// 2-3 times the estimate (boxed values, slices, the change itself).
-	// At 32 MiB a 200k-row transaction peaked at 130-187 MiB RSS.
+	// At 32 MiB a 200k-row transaction peaked at 131-160 MiB RSS, at 8 MiB
+	// at 127-135 MiB (71-84 MiB before bulk events).
 	maxInflightBytes = 8 << 20
 	// bulkSpread is how many workers share the runs of a bulk load.
 	bulkSpread = 4
@@ -364,8 +367,8 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 }
 
 // add assigns one change of the rows event being dispatched to its worker:
-// the worker holding changes of its keys, else (bulk) the worker of its
-// table or the worker of its first key's hash. When the change's keys are
+// the worker holding changes of its keys, else the worker of its bulk run
+// (bulk) or of its first key's hash. When the change's keys are
 // held by different workers, it first sends what it collected and waits for
 // every worker to drain. The change is sent by flush, which the caller
 // calls at the end of the event, or when its worker's job is full.
