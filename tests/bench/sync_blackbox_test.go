@@ -57,6 +57,13 @@ type bbBacklog struct {
 	txns   int64
 	bytes  int64
 	want   map[string]string // CHECKSUM TABLE of every table after the backlog
+	// prepMarker, when set, is a table whose one row the source wrote right after sysbench's
+	// prepare (TestSyncFromPos4); waitDone then also times its arrival, into prepared by
+	// target name.
+	prepMarker string
+	prepared   map[string][]time.Duration
+	// syncer, when set, is the task's syncer section (JSON); else the defaults apply.
+	syncer map[string]any
 }
 
 // TestSyncBlackBox is issue #16's black-box run: sysbench prepares BENCH_BB_TABLES tables of
@@ -229,6 +236,19 @@ func (b *bbBacklog) target(t *testing.T, name string, extra ...string) *target {
 // every 100 ms while the marker is awaited.
 func (b *bbBacklog) waitDone(t *testing.T, tgt *target, began time.Time, poll func()) (marker, done time.Duration) {
 	t.Helper()
+	if b.prepMarker != "" {
+		testutil.Eventually(t, bbTimeout, "the prepare's marker row arrives on "+tgt.inst.Name(), func() error {
+			var n int
+			if err := tgt.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+b.prepMarker).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return fmt.Errorf("no prepare marker row yet")
+			}
+			return nil
+		})
+		b.prepared[tgt.inst.Name()] = append(b.prepared[tgt.inst.Name()], time.Since(began))
+	}
 	lastPoll := time.Time{}
 	testutil.Eventually(t, bbTimeout, "the marker row arrives on "+tgt.inst.Name(), func() error {
 		if poll != nil && time.Since(lastPoll) >= 100*time.Millisecond {
@@ -331,6 +351,12 @@ func (b *bbBacklog) runWorker(t *testing.T, bin binaries, cli *clientv3.Client, 
 		t.Logf("round %d, dm-worker: CPU profiles: go tool pprof -top %s", round, strings.Join(files, " "))
 	}
 	w.stop(t)
+	if dir := os.Getenv(profileEnv); dir != "" {
+		// The log beside the profiles: its timestamps are the run's timeline.
+		if log, err := os.ReadFile(w.logFile); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("bb-%d.log", round)), log, 0o644)
+		}
+	}
 	res := catchUp{name: "dm", elapsed: elapsed, startup: syncing, targetRSS: serverPeakRSS(t, tgt.inst),
 		child: &procUsage{CPU: workerCPU, PeakRSS: hwm * 1024}, sourceCPU: srcCPU, targetCPU: tgtCPU}
 	t.Logf("round %d, dm-worker: %v (healthz at %v, sync unit running at %v, marker row at %v), CPU: worker %v, source %v, "+
@@ -361,6 +387,14 @@ func (b *bbBacklog) putTask(t *testing.T, cli *clientv3.Client, prefix string, t
 			"target-database": m{"host": tgt.Host(), "port": tgt.Port(), "user": mariadbtest.RootUser, "password": ""}})},
 		{"/stage/subtask/" + benchSourceID + "/" + bbTask, js(m{"expect": "Running", "source": benchSourceID, "task": bbTask})},
 	}
+	if b.syncer != nil {
+		var task map[string]any
+		if err := json.Unmarshal([]byte(kvs[2][1]), &task); err != nil {
+			t.Fatal(err)
+		}
+		task["syncer"] = b.syncer
+		kvs[2][1] = js(task)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	for _, kv := range kvs {
@@ -383,5 +417,11 @@ func startBusy(t *testing.T) {
 	})
 }
 
-// allTables are the sysbench tables and the marker table.
-func (b *bbBacklog) allTables() []string { return append(slices.Clip(b.tables), bbMarker) }
+// allTables are the sysbench tables and the marker table(s).
+func (b *bbBacklog) allTables() []string {
+	out := append(slices.Clip(b.tables), bbMarker)
+	if b.prepMarker != "" {
+		out = append(out, b.prepMarker)
+	}
+	return out
+}

@@ -17,12 +17,60 @@ import (
 	"github.com/dmworker/dm-worker/pkg/errs"
 )
 
-// job is what the read loop hands a worker: a change, or a mark (seq > 0)
-// that makes the worker commit what it holds and report the mark applied.
+// job is what the read loop hands a worker: the changes of one rows event
+// that go to that worker, in binlog order, or a mark (seq > 0) that makes
+// the worker commit what it holds and report the mark applied.
 type job struct {
-	change *change
-	mark   uint64
+	changes []*change
+	// size is the part of the dispatcher's in-flight budget the job holds
+	// (the estimated size of its changes); the worker returns it once the
+	// changes are committed.
+	size int64
+	// bulk: the changes come from a bulk rows event, so the worker's batch
+	// may grow to bulkBatchRows (dispatcher.add).
+	bulk bool
+	mark uint64
 }
+
+// Bulk row events. A rows event with bulkEventRows or more changes (a
+// multi-row INSERT, INSERT ... SELECT, a big UPDATE or DELETE: the source
+// splits them into events of binlog_row_event_max_size, 8 KiB by default)
+// is a bulk event. Its changes whose keys no worker holds go in runs of
+// bulkBatchRows, in binlog order, to bulkSpread workers in turn
+// (bulkWorker), not each to the worker of its own key hash; a worker's
+// changes of one event travel as one job, and a batch holding bulk jobs
+// takes up to bulkBatchRows row writes. Scattering a bulk load's rows by
+// key hash over 16 workers had each target transaction insert 100 rows
+// spread over the whole key range while 15 others did the same into the
+// same B-tree: the target spent 13.8 CPU-s on sysbench's prepare (200,000
+// rows), native replication 2.7 (docs/benchmarks.md, issue 27). A run
+// writes neighbouring keys in big statements, as the source did; a few
+// runs and different tables still load in parallel, and changes of keys a
+// worker holds still go to it.
+const (
+	bulkEventRows = 16
+	bulkBatchRows = 4096
+	// maxJobChanges bounds one job; an event larger than that (a large
+	// binlog_row_event_max_size) is sent as several.
+	maxJobChanges = 1024
+	// maxBatchBytes bounds a batch by the estimated size of its changes
+	// (change.size): its statements stay far below max_allowed_packet and
+	// maxJoinedSQL whatever the rows hold.
+	maxBatchBytes = 2 << 20
+	// maxInflightBytes bounds the estimated size of the changes dispatched
+	// and not yet committed, over all workers: with the rows of a 1 GB
+	// transaction streaming through, the queues and batches hold at most
+	// this much (the channels' capacity in jobs alone would not bound it,
+	// a job holding up to maxJobChanges changes). It is enough for the
+	// bulkSpread workers of a bulk load to each commit one batch while the
+	// next fills (sysbench rows: 4,096 rows are ~1 MiB); the real memory is
+	// 2-3 times the estimate (boxed values, slices, the change itself).
+	// At 32 MiB a 200k-row transaction peaked at 131-160 MiB RSS, at 8 MiB
+	// at 127-135 MiB (71-84 MiB before bulk events).
+	maxInflightBytes = 8 << 20
+	// bulkSpread is how many workers share the runs of a bulk load.
+	bulkSpread = 4
+)
 
 // applyWorker applies the changes given to it, in order, in batches of up
 // to batch changes per target transaction. It owns nothing but its input
@@ -43,6 +91,9 @@ type applyWorker struct {
 	floor binlog.Location
 
 	marked atomic.Uint64 // highest mark applied
+	// inflight is the dispatcher's budget: the worker subtracts the size of
+	// the jobs it committed and pokes progress.
+	inflight *atomic.Int64
 	// catchingUp is the dispatcher's: while set, a worker with less than a
 	// full batch waits up to catchUpLinger for more before committing.
 	catchingUp *atomic.Bool
@@ -60,7 +111,11 @@ const (
 // run applies jobs until ctx is done or applying fails.
 func (w *applyWorker) run(ctx context.Context) error {
 	pending := make([]*change, 0, w.batch)
-	var fill batchFill
+	var (
+		fill batchFill
+		held int64 // budget held by the jobs in pending
+		bulk bool  // pending holds a bulk job
+	)
 	linger := time.NewTimer(catchUpLinger)
 	linger.Stop()
 	defer linger.Stop()
@@ -78,8 +133,14 @@ func (w *applyWorker) run(ctx context.Context) error {
 				mark = j.mark
 				break
 			}
-			pending = append(pending, j.change)
-			if rows, n := fill.add(j.change); rows >= w.batch || n >= maxBatchChanges(w.batch) {
+			pending = append(pending, j.changes...)
+			held += j.size
+			bulk = bulk || j.bulk
+			var rows, n, size int
+			for _, c := range j.changes {
+				rows, n, size = fill.add(c, j.bulk)
+			}
+			if batchFull(w.batch, bulk, rows, n, size) {
 				break
 			}
 			select {
@@ -107,14 +168,36 @@ func (w *applyWorker) run(ctx context.Context) error {
 			clear(pending)
 			pending = pending[:0]
 			fill.reset()
+			bulk = false
+		}
+		if held > 0 && w.inflight != nil {
+			w.inflight.Add(-held)
+			held = 0
+			w.poke()
 		}
 		if mark != 0 {
 			w.marked.Store(mark)
-			select {
-			case w.progress <- struct{}{}:
-			default:
-			}
+			w.poke()
 		}
+	}
+}
+
+// batchFull reports whether a batch of rows row writes, n changes and an
+// estimated size of size is complete: batch row writes (bulkBatchRows when
+// it holds a bulk job), four times as many changes, or maxBatchBytes.
+func batchFull(batch int, bulk bool, rows, n, size int) bool {
+	if bulk {
+		batch = max(batch, bulkBatchRows)
+	}
+	return rows >= batch || n >= maxBatchChanges(batch) || size >= maxBatchBytes
+}
+
+// poke tells the dispatcher, without blocking, that a mark was applied or
+// budget returned.
+func (w *applyWorker) poke() {
+	select {
+	case w.progress <- struct{}{}:
+	default:
 	}
 }
 
@@ -235,6 +318,20 @@ type dispatcher struct {
 	seed     maphash.Seed
 	scratch  []uint64 // causality key hashes of the change being dispatched
 	buf      []byte
+	// groups holds, per worker, the changes of the rows event being
+	// dispatched that go to it, sent as one job by flush.
+	groups []pendingJob
+	// inflight is the estimated size of the changes sent and not yet
+	// committed (maxInflightBytes); the workers subtract what they commit.
+	inflight    atomic.Int64
+	maxInflight int64
+	// bulkRows counts the bulk changes sent to the current run's worker,
+	// bulkRun the runs (bulkWorker).
+	bulkRows int
+	bulkRun  uint64
+	// eventRows is the number of changes of the event being dispatched
+	// (setEvent), the capacity of each job collected for it.
+	eventRows int
 	// catchingUp is set by the read loop while it reads binlog written
 	// catchUpLag or more ago; the workers read it.
 	catchingUp atomic.Bool
@@ -247,12 +344,35 @@ type dispatcher struct {
 
 func newDispatcher(progress chan struct{}) *dispatcher {
 	return &dispatcher{keys: map[uint64]int{}, old: map[uint64]int{}, maxKeys: maxCausalityKeys, progress: progress,
-		seed: maphash.MakeSeed()}
+		seed: maphash.MakeSeed(), maxInflight: maxInflightBytes}
 }
 
-// dispatch sends one change to its worker. When the change's keys are held
-// by different workers, it first waits for every worker to drain.
+// pendingJob is a job being collected for one worker.
+type pendingJob struct {
+	changes []*change
+	size    int64
+	bulk    bool
+}
+
+// setEvent tells add how many changes the rows event being dispatched has.
+func (d *dispatcher) setEvent(rows int) { d.eventRows = max(rows, 1) }
+
+// dispatch sends one change to its worker at once.
 func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
+	d.setEvent(1)
+	if err := d.add(ctx, c, false); err != nil {
+		return err
+	}
+	return d.flush(ctx)
+}
+
+// add assigns one change of the rows event being dispatched to its worker:
+// the worker holding changes of its keys, else the worker of its bulk run
+// (bulk) or of its first key's hash. When the change's keys are
+// held by different workers, it first sends what it collected and waits for
+// every worker to drain. The change is sent by flush, which the caller
+// calls at the end of the event, or when its worker's job is full.
+func (d *dispatcher) add(ctx context.Context, c *change, bulk bool) error {
 	var keys []uint64
 	keys, d.buf = causalityKeys(d.scratch[:0], c, d.seed, d.buf)
 	d.scratch = keys
@@ -271,7 +391,7 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 		}
 	}
 	if conflict {
-		if err := d.barrier(ctx); err != nil {
+		if err := d.barrier(ctx); err != nil { // sends what add collected first
 			return err
 		}
 		target = -1
@@ -283,12 +403,75 @@ func (d *dispatcher) dispatch(ctx context.Context, c *change) error {
 		}
 	}
 	if target == -1 {
-		target = int(keys[0] % uint64(len(d.workers)))
+		if bulk {
+			target = d.bulkWorker(c.table)
+		} else {
+			target = int(keys[0] % uint64(len(d.workers)))
+		}
 	}
 	for _, k := range keys {
 		d.keys[k] = target
 	}
-	return d.send(ctx, d.workers[target], job{change: c})
+	if d.groups == nil {
+		d.groups = make([]pendingJob, len(d.workers))
+	}
+	g := &d.groups[target]
+	if g.changes == nil {
+		g.changes = make([]*change, 0, min(d.eventRows, maxJobChanges))
+	}
+	g.changes = append(g.changes, c)
+	g.size += int64(c.size)
+	g.bulk = g.bulk || bulk
+	if len(g.changes) >= maxJobChanges || g.size >= maxBatchBytes {
+		return d.sendGroup(ctx, target)
+	}
+	return nil
+}
+
+// bulkWorker is the worker of a bulk event's change whose keys no worker
+// holds: a bulk load's rows go in runs of bulkBatchRows, in binlog order, to
+// bulkSpread workers in turn, starting at one chosen by the table. Each
+// target transaction then writes a run of neighbouring keys, as the source
+// did, and a few runs load at once; different tables start at different
+// workers.
+func (d *dispatcher) bulkWorker(ti *tableInfo) int {
+	n := len(d.workers)
+	h := maphash.String(d.seed, ti.Target.Schema)*31 + maphash.String(d.seed, ti.Target.Table)
+	w := (int(h%uint64(n)) + int(d.bulkRun%uint64(min(bulkSpread, n)))) % n
+	if d.bulkRows++; d.bulkRows >= bulkBatchRows {
+		d.bulkRows = 0
+		d.bulkRun++
+	}
+	return w
+}
+
+// flush sends every job add collected.
+func (d *dispatcher) flush(ctx context.Context) error {
+	for i := range d.groups {
+		if len(d.groups[i].changes) > 0 {
+			if err := d.sendGroup(ctx, i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sendGroup sends worker i's collected job once the in-flight budget has
+// room for it (a job larger than the whole budget waits for an empty one).
+func (d *dispatcher) sendGroup(ctx context.Context, i int) error {
+	g := d.groups[i]
+	d.groups[i] = pendingJob{}
+	size := min(g.size, d.maxInflight)
+	for d.inflight.Load() > 0 && d.inflight.Load()+size > d.maxInflight {
+		select {
+		case <-d.progress:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	d.inflight.Add(size)
+	return d.send(ctx, d.workers[i], job{changes: g.changes, size: size, bulk: g.bulk})
 }
 
 func (d *dispatcher) send(ctx context.Context, w *applyWorker, j job) error {
@@ -305,6 +488,10 @@ func (d *dispatcher) send(ctx context.Context, w *applyWorker, j job) error {
 
 // mark sends a new mark to every worker and returns its sequence number.
 func (d *dispatcher) mark(ctx context.Context) (uint64, error) {
+	// Changes collected for a job come before the mark.
+	if err := d.flush(ctx); err != nil {
+		return 0, err
+	}
 	d.seq++
 	for _, w := range d.workers {
 		if w.in == nil {

@@ -15,18 +15,23 @@ type batchFill struct {
 	buf  []byte
 	rows int // row writes so far
 	n    int // changes so far
+	size int // estimated size of the changes so far (change.size)
 }
 
 // maxBatchChanges bounds the changes of one batch of size batch.
 func maxBatchChanges(batch int) int { return 4 * batch }
 
-// add counts c and returns the batch's row writes and changes so far.
-func (f *batchFill) add(c *change) (rows, changes int) {
+// add counts c and returns the batch's row writes, changes and estimated
+// size so far. An insert of a bulk job counts as a row write without a
+// look-up: it writes a new key (at worst a later change of it in the batch
+// counts again, which only ends the batch sooner).
+func (f *batchFill) add(c *change, bulk bool) (rows, changes, size int) {
 	f.n++
+	f.size += c.size
 	ti := c.table
-	if !ti.compact {
+	if !ti.compact || (bulk && c.kind == kindInsert) {
 		f.rows++
-		return f.rows, f.n
+		return f.rows, f.n, f.size
 	}
 	if f.keys == nil {
 		f.keys = map[string]struct{}{}
@@ -45,13 +50,13 @@ func (f *batchFill) add(c *change) (rows, changes int) {
 			f.rows++
 		}
 	}
-	return f.rows, f.n
+	return f.rows, f.n, f.size
 }
 
 // reset empties f for the next batch, keeping its memory.
 func (f *batchFill) reset() {
 	clear(f.keys)
-	f.rows, f.n = 0, 0
+	f.rows, f.n, f.size = 0, 0, 0
 }
 
 // workerQueue is the capacity of an apply worker's queue: two of its

@@ -37,7 +37,7 @@ func TestBatchFill(t *testing.T) {
 			for round := range 2 { // reset keeps nothing of the batch before
 				var rows, n int
 				for _, c := range tt.changes {
-					rows, n = f.add(c)
+					rows, n, _ = f.add(c, false)
 				}
 				if rows != tt.wantRows || n != len(tt.changes) {
 					t.Fatalf("round %d: add = %d rows, %d changes; want %d rows, %d changes", round, rows, n, tt.wantRows, len(tt.changes))

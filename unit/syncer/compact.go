@@ -115,28 +115,15 @@ func (g *compactGroup) add(c *change, buf []byte) []byte {
 // (several only when a route merges source tables into this target). Keys
 // are distinct, so the order of the statements does not matter.
 func (g *compactGroup) statements(out []stmt) []stmt {
-	type rowsOf struct {
-		ti   *tableInfo
-		rows [][]any
-	}
 	var gone, fresh, upsert []rowsOf
-	add := func(list []rowsOf, st *keyState) []rowsOf {
-		for i := range list {
-			if list[i].ti == st.ti {
-				list[i].rows = append(list[i].rows, st.row)
-				return list
-			}
-		}
-		return append(list, rowsOf{ti: st.ti, rows: [][]any{st.row}})
-	}
 	for _, st := range g.order {
 		switch {
 		case !st.present:
-			gone = add(gone, st)
+			gone = addRow(gone, st.ti, st.row)
 		case st.fresh:
-			fresh = add(fresh, st)
+			fresh = addRow(fresh, st.ti, st.row)
 		default:
-			upsert = add(upsert, st)
+			upsert = addRow(upsert, st.ti, st.row)
 		}
 	}
 	for _, r := range gone {
@@ -187,13 +174,30 @@ func upsertStmt(ti *tableInfo, rows [][]any) stmt {
 // their order. Changes of different compactable tables commute: unique keys
 // are per table, and a table a foreign key of the target touches is never
 // compactable (foreign_keys.go).
+//
+// A target table whose every change in the batch is a plain insert (a bulk
+// load) is written as the plain INSERT compaction would write, without
+// copying every key into a map: its rows are new keys, in binlog order (a
+// key inserted twice fails, as it did not on the source).
 func compact(changes []*change) (stmts []stmt, rest []*change) {
 	mixed := map[tableName]bool{}
+	inserts := map[tableName]bool{} // compactable tables with only plain inserts so far
 	some := false
 	for _, c := range changes {
-		if !c.table.compact {
-			mixed[c.table.Target] = true
-		} else {
+		t := c.table.Target
+		switch {
+		case !c.table.compact:
+			mixed[t] = true
+		case c.kind == kindInsert && !c.safe:
+			if _, seen := inserts[t]; !seen {
+				inserts[t] = true
+			}
+		default:
+			inserts[t] = false
+		}
+	}
+	for t := range inserts {
+		if !mixed[t] {
 			some = true
 		}
 	}
@@ -203,9 +207,14 @@ func compact(changes []*change) (stmts []stmt, rest []*change) {
 	groups := map[tableName]*compactGroup{}
 	var order []*compactGroup
 	var buf []byte
+	var plain []rowsOf // rows of insert-only tables, per table info
 	for _, c := range changes {
 		if !c.table.compact || mixed[c.table.Target] {
 			rest = append(rest, c)
+			continue
+		}
+		if inserts[c.table.Target] {
+			plain = addRow(plain, c.table, c.after)
 			continue
 		}
 		g := groups[c.table.Target]
@@ -219,5 +228,25 @@ func compact(changes []*change) (stmts []stmt, rest []*change) {
 	for _, g := range order {
 		stmts = g.statements(stmts)
 	}
+	for _, r := range plain {
+		stmts = append(stmts, insertStmt(r.ti, r.rows, false))
+	}
 	return stmts, rest
+}
+
+// rowsOf is rows of one table info, for one statement.
+type rowsOf struct {
+	ti   *tableInfo
+	rows [][]any
+}
+
+// addRow appends row to ti's rows in list.
+func addRow(list []rowsOf, ti *tableInfo, row []any) []rowsOf {
+	for i := range list {
+		if list[i].ti == ti {
+			list[i].rows = append(list[i].rows, row)
+			return list
+		}
+	}
+	return append(list, rowsOf{ti: ti, rows: [][]any{row}})
 }

@@ -93,6 +93,19 @@ func TestCompactedStatements(t *testing.T) {
 			{kind: kindUpdate, table: uk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("b"))},
 		}, []stmt{{upsert + "(?,?)", row(int64(1), []byte("a"))},
 			{"UPDATE `db`.`p` SET `id`=?,`v`=? WHERE `id`=? LIMIT 1", row(int64(1), []byte("b"), int64(1))}}},
+		{"a batch of plain inserts is one INSERT in binlog order (bulk load)", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(3), []byte("a"))},
+			{kind: kindInsert, table: pk, after: row(int64(1), nil)},
+			{kind: kindInsert, table: pk2, after: row(int64(2), []byte("c"))},
+		}, []stmt{{upsert + "(?,?),(?,?)", row(int64(3), []byte("a"), int64(1), nil)},
+			{upsert + "(?,?)", row(int64(2), []byte("c"))}}},
+		{"plain inserts of one table beside compacted changes of another", []*change{
+			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
+			{kind: kindUpdate, table: allKey, before: row(int64(1), int64(2)), after: row(int64(1), int64(3))},
+			{kind: kindInsert, table: pk, after: row(int64(2), []byte("b"))},
+		}, []stmt{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},
+			{"INSERT INTO `db`.`k` (`a`,`b`) VALUES (?,?) ON DUPLICATE KEY UPDATE `a`=`a`", row(int64(1), int64(3))},
+			{upsert + "(?,?),(?,?)", row(int64(1), []byte("a"), int64(2), []byte("b"))}}},
 		{"every column in the key", []*change{
 			{kind: kindUpdate, table: allKey, before: row(int64(1), int64(2)), after: row(int64(1), int64(3))},
 		}, []stmt{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},

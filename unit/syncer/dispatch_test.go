@@ -59,8 +59,10 @@ func TestDispatcherKeyGenerations(t *testing.T) {
 					time.Sleep(20 * time.Microsecond) // worker 0 lags behind
 				}
 				mu.Lock()
-				for _, k := range touched(j.change) {
-					done[k] = int64(j.change.row)
+				for _, c := range j.changes {
+					for _, k := range touched(c) {
+						done[k] = int64(c.row)
+					}
 				}
 				mu.Unlock()
 			}

@@ -45,6 +45,26 @@ type change struct {
 	// fkChecks: the source session wrote the change with
 	// foreign_key_checks on; it matters for tables of a foreign key group.
 	fkChecks bool
+	// size estimates the memory the change's values hold (rowSize), which
+	// batches and the dispatcher's in-flight budget are sized by.
+	size int
+}
+
+// rowSize estimates the memory a converted row image holds: the bytes of
+// its strings and byte slices plus a word pair per value.
+func rowSize(row []any) int {
+	n := 0
+	for _, v := range row {
+		switch x := v.(type) {
+		case []byte:
+			n += len(x) + 24
+		case string:
+			n += len(x) + 16
+		default:
+			n += 16
+		}
+	}
+	return n
 }
 
 // stmt is one statement with its arguments.
@@ -102,12 +122,13 @@ func insertStmt(ti *tableInfo, rows [][]any, replace bool) stmt {
 		verb = "REPLACE INTO "
 	}
 	var b strings.Builder
+	target, cols, ph := ti.Target.String(), columnList(ti), placeholders(len(ti.Columns))
+	b.Grow(len(verb) + len(target) + len(cols) + 10 + len(rows)*(len(ph)+1))
 	b.WriteString(verb)
-	b.WriteString(ti.Target.String())
+	b.WriteString(target)
 	b.WriteString(" (")
-	b.WriteString(columnList(ti))
+	b.WriteString(cols)
 	b.WriteString(") VALUES ")
-	ph := placeholders(len(ti.Columns))
 	args := make([]any, 0, len(rows)*len(ti.Columns))
 	for i, r := range rows {
 		if i > 0 {

@@ -283,7 +283,7 @@ func (s *Syncer) startWorkers(ctx context.Context, cancel context.CancelCauseFun
 	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
 		w := &applyWorker{id: i, db: s.target, store: s.store,
 			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: disp.progress,
-			floor: safeUntil, catchingUp: &disp.catchingUp}
+			floor: safeUntil, catchingUp: &disp.catchingUp, inflight: &disp.inflight}
 		disp.workers = append(disp.workers, w)
 	}
 	disp.launch = func(w *applyWorker) {
@@ -468,8 +468,12 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 	}
 	// One allocation for the event's changes; the rows event is the read
-	// loop's alone, so its row images are converted in place.
+	// loop's alone, so its row images are converted in place. The changes
+	// go to their workers as one job per worker, after the whole event
+	// (dispatcher.add, flush); a big event is a bulk event.
 	changes := make([]change, len(e.Rows)/step)
+	bulk := len(changes) >= bulkEventRows
+	r.disp.setEvent(len(changes))
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if exact && !(rowPoint{loc: loc, row: i / step}).after(point) {
 			continue
@@ -491,11 +495,12 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 				return err
 			}
 		}
-		if err := r.disp.dispatch(ctx, c); err != nil {
+		c.size = rowSize(c.before) + rowSize(c.after)
+		if err := r.disp.add(ctx, c, bulk); err != nil {
 			return err
 		}
 	}
-	return nil
+	return r.disp.flush(ctx)
 }
 
 // warnNoKey adds a status warning, once per table, that a table without a

@@ -46,6 +46,11 @@ func joinStatements(stmts []stmt) []stmt {
 		args []any
 		size int
 	)
+	n := 0
+	for _, s := range stmts {
+		n += len(s.args)
+	}
+	args = make([]any, 0, n) // one query, the usual case
 	b.WriteString("BEGIN")
 	for _, s := range stmts {
 		n := estimateSQLSize(s)
