@@ -10,11 +10,18 @@ import (
 	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
-// maxClosingFiles is how many finished files may wait for their fsync at
-// once: a rotation beyond it waits for the disk (see rotateOut), so that
-// open files and dirty pages stay bounded when the disk is slower than the
-// source.
-const maxClosingFiles = 2
+// maxClosingFiles and maxClosingBytes bound the finished files waiting
+// for their fsync: a rotation beyond either waits for the disk (see
+// rotateOut), so that open files and the written-but-not-durable data stay
+// bounded when the disk is slower than the source. What is not durable yet
+// is not lost on a crash: the meta names only durable data, and the relay
+// pulls the rest again. With 2 files, as before, a source faster than the
+// disk made every third rotation wait for a whole file's fsync (0.73x
+// mariadb-binlog --raw on 863 MB in four 256 MiB files, 1.18x with 8).
+const (
+	maxClosingFiles = 8
+	maxClosingBytes = 2 << 30
+)
 
 // syncPoint is what one fsync makes durable: the file, and the meta that
 // describes its end when the point was taken.
@@ -24,8 +31,9 @@ type syncPoint struct {
 	dir     string
 	meta    Meta
 	seq     uint64
-	last    bool // the file's final point (a rotation): close it after its fsync
-	syncDir bool // the file is new: make its directory entry durable first
+	last    bool  // the file's final point (a rotation): close it after its fsync
+	size    int64 // the file's size when the point was taken
+	syncDir bool  // the file is new: make its directory entry durable first
 }
 
 // syncQueue runs the writer's sync points one at a time, in the order they
@@ -40,8 +48,10 @@ type syncQueue struct {
 	mu      sync.Mutex // guards the fields below
 	points  []*syncPoint
 	running bool
-	closing int   // final points queued (files waiting to be closed)
-	err     error // the first failure; later points are only closed
+	closing int // final points queued (files waiting to be closed)
+	// closingBytes is the size of those files.
+	closingBytes int64
+	err          error // the first failure; later points are only closed
 
 	wake chan struct{} // wakes the syncer after a push
 }
@@ -54,6 +64,7 @@ func (q *syncQueue) push(p *syncPoint) {
 	q.points = append(q.points, p)
 	if p.last {
 		q.closing++
+		q.closingBytes += p.size
 	}
 	q.mu.Unlock()
 	select {
@@ -74,6 +85,14 @@ func (q *syncQueue) closingFiles() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.closing
+}
+
+// tooManyClosing reports whether the finished files queued for their
+// fsync pass maxClosingFiles or maxClosingBytes.
+func (q *syncQueue) tooManyClosing() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closing > maxClosingFiles || q.closingBytes > maxClosingBytes
 }
 
 // run runs the queued points in order with do, closing the file of each
@@ -107,6 +126,7 @@ func (q *syncQueue) run(do func(*syncPoint) error) error {
 		q.mu.Lock()
 		if p.last {
 			q.closing--
+			q.closingBytes -= p.size
 		}
 		if err != nil && q.err == nil {
 			q.err = err

@@ -141,3 +141,43 @@ func TestSyncQueueOrder(t *testing.T) {
 		t.Fatalf("queue not empty after run: %d closing, idle %v", q.closingFiles(), q.idle())
 	}
 }
+
+// TestSyncQueueClosingBound: rotations wait for the disk only past
+// maxClosingFiles files or maxClosingBytes bytes waiting for their fsync,
+// and a run of the queue brings both back to zero.
+func TestSyncQueueClosingBound(t *testing.T) {
+	q := newSyncQueue()
+	dir := t.TempDir()
+	final := func(size int64) {
+		f, err := os.CreateTemp(dir, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.push(&syncPoint{file: f, last: true, size: size})
+	}
+	for i := 0; i < maxClosingFiles; i++ {
+		final(1 << 20)
+	}
+	if q.tooManyClosing() {
+		t.Fatalf("%d small files: too many already", maxClosingFiles)
+	}
+	final(1 << 20)
+	if !q.tooManyClosing() {
+		t.Fatalf("%d files: not too many", maxClosingFiles+1)
+	}
+	if err := q.run(func(*syncPoint) error { return nil }); err != nil || q.tooManyClosing() || q.closingFiles() != 0 {
+		t.Fatalf("after a run: err %v, closing %d, too many %v", err, q.closingFiles(), q.tooManyClosing())
+	}
+	final(maxClosingBytes / 2)
+	final(maxClosingBytes / 2)
+	if q.tooManyClosing() {
+		t.Fatal("exactly maxClosingBytes: too many")
+	}
+	final(1)
+	if !q.tooManyClosing() {
+		t.Fatal("past maxClosingBytes in 3 files: not too many")
+	}
+	if err := q.run(func(*syncPoint) error { return nil }); err != nil || q.tooManyClosing() {
+		t.Fatalf("after the second run: err %v, too many %v", err, q.tooManyClosing())
+	}
+}

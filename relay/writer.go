@@ -374,7 +374,8 @@ func (w *writer) queueSync(last bool) error {
 // rotateOut ends the current file at a rotation to next: its final sync
 // point is queued, and the syncer closes the file after its fsync, while
 // the next file is created and written. Only when maxClosingFiles files
-// already wait for the disk does it wait for them. w.mu is held.
+// (or maxClosingBytes) already wait for the disk does it wait for them.
+// w.mu is held.
 func (w *writer) rotateOut(next string) error {
 	if w.file != nil {
 		w.dirty = true
@@ -384,7 +385,7 @@ func (w *writer) rotateOut(next string) error {
 		w.file = nil
 	}
 	w.nextName = next
-	if w.q.closingFiles() > maxClosingFiles {
+	if w.q.tooManyClosing() {
 		return w.q.run(w.finishSync)
 	}
 	return nil
@@ -409,7 +410,7 @@ func (w *writer) prepareSync() (*syncPoint, error) {
 	w.syncSeq++
 	w.dirty = false
 	w.lastSync = time.Now()
-	p := &syncPoint{file: w.file, name: w.fileName, dir: w.dir(), meta: m, seq: w.syncSeq, syncDir: w.newFile}
+	p := &syncPoint{file: w.file, name: w.fileName, dir: w.dir(), meta: m, seq: w.syncSeq, syncDir: w.newFile, size: int64(w.offset)}
 	w.newFile = false
 	return p, nil
 }
