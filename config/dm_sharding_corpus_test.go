@@ -138,14 +138,44 @@ func checkShardingFile(t *testing.T, name, mode string, data []byte) bool {
 	return true
 }
 
-func TestDMShardingCorpus(t *testing.T) {
-	paths, err := filepath.Glob("testdata/dm/sharding/*.yaml")
+// corpusPaths returns the task files of dir, which must be want (what
+// names them in the failure).
+func corpusPaths(t *testing.T, dir string, want int, what string) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 79 {
-		t.Fatalf("%d files in testdata/dm/sharding, want DM's 79 sharding task files", len(paths))
+	if len(paths) != want {
+		t.Fatalf("%d files in %s, want DM's %d %s", len(paths), dir, want, what)
 	}
+	return paths
+}
+
+// check requires data, a file listed in the exceptions map list, to fail
+// as ex says.
+func (ex shardingException) check(t *testing.T, name string, data []byte, list string) {
+	t.Helper()
+	_, _, err := CheckTaskConfig(data)
+	switch {
+	case err == nil:
+		t.Errorf("%s passes; remove it from %s (%s)", name, list, ex.why)
+	case len(ex.fields) > 0:
+		if got := problemFields(err); !slices.Equal(got, ex.fields) {
+			t.Errorf("%s: reports %v, want %v (%s):\n%v", name, got, ex.fields, ex.why, err)
+		}
+		for _, f := range ex.fields {
+			if !strings.Contains(err.Error(), f) {
+				t.Errorf("%s: error does not name %s:\n%v", name, f, err)
+			}
+		}
+	case !strings.Contains(err.Error(), ex.decodeError):
+		t.Errorf("%s: want a decode error naming %s (%s), got:\n%v", name, ex.decodeError, ex.why, err)
+	}
+}
+
+func TestDMShardingCorpus(t *testing.T) {
+	paths := corpusPaths(t, "testdata/dm/sharding", 79, "sharding task files")
 	count := map[string]int{}
 	seen := map[string]bool{}
 	for _, path := range paths {
@@ -165,22 +195,7 @@ func TestDMShardingCorpus(t *testing.T) {
 		}
 		seen[name] = true
 		count["other"]++
-		_, _, err = CheckTaskConfig(data)
-		switch {
-		case err == nil:
-			t.Errorf("%s passes; remove it from shardingExceptions (%s)", name, ex.why)
-		case len(ex.fields) > 0:
-			if got := problemFields(err); !slices.Equal(got, ex.fields) {
-				t.Errorf("%s: reports %v, want %v (%s):\n%v", name, got, ex.fields, ex.why, err)
-			}
-			for _, f := range ex.fields {
-				if !strings.Contains(err.Error(), f) {
-					t.Errorf("%s: error does not name %s:\n%v", name, f, err)
-				}
-			}
-		case !strings.Contains(err.Error(), ex.decodeError):
-			t.Errorf("%s: want a decode error naming %s (%s), got:\n%v", name, ex.decodeError, ex.why, err)
-		}
+		ex.check(t, name, data, "shardingExceptions")
 		if len(ex.dmSubst) > 0 {
 			filled := strings.NewReplacer(ex.dmSubst...).Replace(string(data))
 			checkShardingFile(t, name+" as run.sh fills it", mode, []byte(filled))

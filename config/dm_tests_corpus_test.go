@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -72,13 +71,7 @@ func checkTestsFile(t *testing.T, name string, data []byte) bool {
 }
 
 func TestDMTestsCorpus(t *testing.T) {
-	paths, err := filepath.Glob("testdata/dm/tests/*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) != 119 {
-		t.Fatalf("%d files in testdata/dm/tests, want DM's 119 non-sharding task files", len(paths))
-	}
+	paths := corpusPaths(t, "testdata/dm/tests", 119, "non-sharding task files")
 	passed := 0
 	seen := map[string]bool{}
 	for _, path := range paths {
@@ -95,17 +88,7 @@ func TestDMTestsCorpus(t *testing.T) {
 			continue
 		}
 		seen[name] = true
-		_, _, err = CheckTaskConfig(data)
-		switch {
-		case err == nil:
-			t.Errorf("%s passes; remove it from testsExceptions (%s)", name, ex.why)
-		case len(ex.fields) > 0:
-			if got := problemFields(err); !slices.Equal(got, ex.fields) {
-				t.Errorf("%s: reports %v, want %v (%s):\n%v", name, got, ex.fields, ex.why, err)
-			}
-		case !strings.Contains(err.Error(), ex.decodeError):
-			t.Errorf("%s: want a decode error naming %s (%s), got:\n%v", name, ex.decodeError, ex.why, err)
-		}
+		ex.check(t, name, data, "testsExceptions")
 		if len(ex.dmSubst) > 0 {
 			filled := strings.NewReplacer(ex.dmSubst...).Replace(string(data))
 			if checkTestsFile(t, name+" as run.sh fills it", []byte(filled)) {
