@@ -54,10 +54,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"statement-size": ignored,
 		"skip-tz-utc":    ignored,
 		"extra-args":     ignored,
-		// A WHERE clause dumps a subset of rows; dumping all would copy rows
-		// the user excluded.
-		"where": {action: refuseIf, refuse: nonEmpty,
-			why: "dumping a subset of rows by a WHERE clause is not supported; remove where"},
 	},
 	reflect.TypeFor[LoaderConfig](): {
 		"sorting-dir-physical":  ignored,

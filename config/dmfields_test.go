@@ -66,7 +66,6 @@ func TestDMFieldRefusals(t *testing.T) {
 	tests := []struct{ add, field string }{
 		{"collation_compatible: strict\n", "collation_compatible"},
 		{"column-mappings: {m: {}}\n", "column-mappings"},
-		{"mydumpers: {m: {where: 'id > 3'}}\n", "mydumpers.m.where"},
 		{"target-database: {host: h, security: {ssl-ca-base64: c2VjcmV0}}\n", "target-database.security.ssl-ca-base64"},
 	}
 	for _, tt := range tests {

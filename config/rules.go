@@ -1,8 +1,14 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/format"
+	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 )
 
 // filterEvents are the binlog event types a filter rule may name, as in DM's
@@ -180,6 +186,38 @@ func (c *MydumperConfig) validate(p *problems, path string) {
 	if c.Rows < 0 {
 		p.add(join(path, "rows"), c.Rows, "must not be negative")
 	}
+	if c.Where != "" {
+		if _, err := WhereCondition(c.Where); err != nil {
+			p.add(join(path, "where"), c.Where, err.Error())
+		}
+	}
+}
+
+// WhereCondition checks that where is one SQL condition, as it follows
+// WHERE in a SELECT of a table, and returns it as the parser restores it
+// (no comments, every name quoted), which the dump runs in parentheses.
+func WhereCondition(where string) (string, error) {
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("must be one SQL condition, as after WHERE (e.g. id > 100): %s", why)
+	}
+	nodes, _, err := parser.New().Parse("SELECT 1 FROM t WHERE "+where, "", "")
+	if err != nil {
+		return bad(err.Error())
+	}
+	if len(nodes) != 1 {
+		return bad(fmt.Sprintf("%d statements", len(nodes)))
+	}
+	sel, ok := nodes[0].(*ast.SelectStmt)
+	if !ok || sel.Where == nil || sel.OrderBy != nil || sel.Limit != nil || sel.GroupBy != nil || sel.Having != nil ||
+		sel.LockInfo != nil || sel.WindowSpecs != nil {
+		return bad("it continues past the condition (ORDER BY, LIMIT, UNION, ...)")
+	}
+	var b strings.Builder
+	flags := format.RestoreStringSingleQuotes | format.RestoreNameBackQuotes | format.RestoreKeyWordUppercase
+	if err := sel.Where.Restore(format.NewRestoreCtx(flags, &b)); err != nil {
+		return bad(err.Error())
+	}
+	return b.String(), nil
 }
 
 // validate checks the tuning of the load unit.

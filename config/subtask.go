@@ -129,6 +129,10 @@ type SyncerConfig struct {
 type MydumperConfig struct {
 	Threads int   `json:"threads"`
 	Rows    int64 `json:"rows"`
+	// Where, when set, dumps only the rows of every table for which this
+	// SQL condition holds (DM's, and mydumper's --where); the load and the
+	// sync unit are unaffected.
+	Where string `json:"where,omitempty"`
 }
 
 // LoaderConfig tunes the load unit.

@@ -432,3 +432,22 @@ filters:
 		t.Errorf("a misspelt event must be refused naming it, got %v", err)
 	}
 }
+
+// TestMydumperWhere: mydumpers.*.where reaches the subtask; a condition
+// that does not parse is refused naming its path.
+func TestMydumperWhere(t *testing.T) {
+	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1, mydumper-config-name: m}]\n"
+	_, subs, err := CheckTaskConfig([]byte(base + "mydumpers: {m: {where: 'id > 3 AND name LIKE \"a%\"'}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := subs[0].Mydumper.Where; got != `id > 3 AND name LIKE "a%"` {
+		t.Errorf("subtask where = %q", got)
+	}
+	for _, bad := range []string{"id >", "1; DROP TABLE t", "id > 3) OR (1"} {
+		_, _, err := CheckTaskConfig([]byte(base + "mydumpers: {m: {where: '" + bad + "'}}\n"))
+		if err == nil || !strings.Contains(err.Error(), "mydumpers.m.where") {
+			t.Errorf("where %q: want a refusal naming mydumpers.m.where, got %v", bad, err)
+		}
+	}
+}

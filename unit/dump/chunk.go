@@ -95,9 +95,19 @@ func writeChunk(ctx context.Context, c *sql.Conn, dir string, j chunkJob, count 
 		}
 	}()
 	q := "SELECT " + t.selected + " FROM " + t.ref.quoted()
+	cond := ""
 	if t.key != nil {
-		q += " FORCE INDEX (" + sqlschema.QuoteName(t.key.Index) + ")" + t.key.Where(j.lower, j.upper)
+		q += " FORCE INDEX (" + sqlschema.QuoteName(t.key.Index) + ")"
+		cond = t.key.Where(j.lower, j.upper)
 	}
+	if t.where != "" {
+		if cond == "" {
+			cond = " WHERE (" + t.where + ")"
+		} else {
+			cond += " AND (" + t.where + ")"
+		}
+	}
+	q += cond
 	rows, err := c.QueryContext(ctx, q)
 	if err != nil {
 		return ch, readErr(t.ref, "read chunk "+ch.File, err)

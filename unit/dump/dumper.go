@@ -44,6 +44,8 @@ type Dumper struct {
 	handsOver atomic.Bool
 
 	// Set by New and Update; read by runs (never concurrently with Update).
+	// where is mydumper.where as config.WhereCondition restores it ("": every row).
+	where   string
 	cfg     *config.SubTaskConfig
 	threads int
 	rows    int64
@@ -119,6 +121,12 @@ func (d *Dumper) configure(cfg *config.SubTaskConfig) error {
 		return errs.New(CodeDumpConfig, false, "dump: %w", err)
 	}
 	d.osc = osc
+	d.where = ""
+	if cfg.Mydumper.Where != "" {
+		if d.where, err = config.WhereCondition(cfg.Mydumper.Where); err != nil {
+			return errs.New(CodeDumpConfig, false, "dump: mydumper.where %q: %w", cfg.Mydumper.Where, err)
+		}
+	}
 	c := *cfg
 	d.cfg = &c
 	d.threads = c.Mydumper.Threads
@@ -175,6 +183,10 @@ func Fingerprint(cfg *config.SubTaskConfig, src *config.SourceConfig) string {
 	fp := fmt.Sprintf("ba=%s;cs=%t;source=%s;rows=%d", hex.EncodeToString(sum[:8]),
 		cfg.CaseSensitive || src.CaseSensitive,
 		net.JoinHostPort(src.From.Host, strconv.Itoa(src.From.Port)), effectiveRows(cfg))
+	if w := cfg.Mydumper.Where; w != "" {
+		sum := sha256.Sum256([]byte(w))
+		fp += ";where=" + hex.EncodeToString(sum[:8])
+	}
 	if cfg.OnlineDDL {
 		shadow, trash := cfg.ShadowTableRules, cfg.TrashTableRules
 		if len(shadow) == 0 {

@@ -93,6 +93,9 @@ type tableInfo struct {
 	columns   []dumpfile.Column // dumped columns, in field order
 	selected  string            // the SELECT list reading them
 	key       *sqlschema.Keyset // nil: one chunk
+	// where is the subtask's mydumper.where ("" for every row): the
+	// chunks' boundaries cover every row, their reads only these.
+	where string
 }
 
 // readTableInfo reads t's definition, columns and key on c.

@@ -17,6 +17,7 @@ func (rs *runState) plan(ctx context.Context, c *sql.Conn, t *tableState) error 
 	if err != nil {
 		return err
 	}
+	info.where = rs.d.where
 	t.info = info
 	seq := 0
 	var lower []string
