@@ -30,8 +30,10 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"enable-heartbeat":          ignored,
 		"heartbeat-update-interval": ignored,
 		"heartbeat-report-interval": ignored,
-		"ansi-quotes":               ignored,
-		"experimental":              ignored,
+		// DDL is parsed in the sql_mode its query event carries (ANSI_QUOTES
+		// included), as DM discovers it; DM no longer reads this field.
+		"ansi-quotes":  ignored,
+		"experimental": ignored,
 	},
 	reflect.TypeFor[MySQLInstance](): {
 		"black-white-list": {action: rename, to: "block-allow-list"},
@@ -79,7 +81,7 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"enable-gtid":        ignored, // the source's enable-gtid decides
 		"disable-detect":     ignored,
 		"safe-mode-duration": ignored,
-		"enable-ansi-quotes": ignored,
+		"enable-ansi-quotes": ignored, // as ansi-quotes: each DDL's own sql_mode decides
 	},
 	reflect.TypeFor[ValidatorConfig](): {
 		"validate-interval":     ignored,

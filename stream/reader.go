@@ -10,6 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
+	tmysql "github.com/pingcap/tidb/pkg/parser/mysql"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 	"go.uber.org/zap"
 
@@ -674,6 +675,12 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 		r.t.update(func(st *TaskStatus) { st.SkippedDDLs++ })
 		return nil
 	}
+	// Parsed in the quoting mode the statement was written in.
+	var pmode tmysql.SQLMode
+	if m, _ := binlog.SQLMode(e.StatusVars); m&binlog.SQLModeANSIQuotes != 0 {
+		pmode = tmysql.ModeANSIQuotes
+	}
+	r.parser.SetSQLMode(pmode)
 	nodes, targets, isDDL, err := ddlTargets(r.parser, schema, query)
 	if err != nil {
 		if schema == "" || !ddlVerb(query) {

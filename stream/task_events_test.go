@@ -69,7 +69,20 @@ func runEventsEqualChanges(t *testing.T, e *taskEnv, sink Sink) eventsRun {
 	// The schema of a table comes from the source when its rows are read:
 	// the DDL waits until the rows before it are delivered.
 	r.waitCaughtUp(t, e)
-	encExec(t, e.root, "ALTER TABLE app.orders ADD COLUMN extra BIGINT", "CREATE TABLE other.skip2 (id INT)",
+	// The DDL comes from a session with sql_mode ANSI_QUOTES: the stream
+	// parses it in that mode, which its query event carries.
+	c, err := e.root.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SET SESSION sql_mode = 'ANSI_QUOTES'", `ALTER TABLE "app"."orders" ADD COLUMN "extra" BIGINT`,
+		"SET SESSION sql_mode = DEFAULT"} {
+		if _, err := c.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_ = c.Close()
+	encExec(t, e.root, "CREATE TABLE other.skip2 (id INT)",
 		"INSERT INTO app.orders VALUES (5001, 1, 'late', 77)", "UPDATE app.orders SET extra = id WHERE id < 20")
 	r.waitCaughtUp(t, e)
 	if err := r.stop(t); err != nil {
@@ -106,7 +119,7 @@ func checkEventsEqualChanges(t *testing.T, e *taskEnv, run eventsRun, records []
 		}
 		ops[v.Op]++
 	}
-	if len(ddls) != 1 || ddls[0] != "orders: ALTER TABLE app.orders ADD COLUMN extra BIGINT" {
+	if len(ddls) != 1 || ddls[0] != `orders: ALTER TABLE "app"."orders" ADD COLUMN "extra" BIGINT` {
 		t.Errorf("DDL events %q, want the ALTER of app.orders only", ddls)
 	}
 	if ops["c"] == 0 || ops["u"] == 0 || ops["d"] == 0 {

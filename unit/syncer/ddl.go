@@ -105,6 +105,10 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 			zap.String("kind", string(kind)), zap.Stringer("binlog", start), zap.String("sql", clipSQL(query)))
 		return r.endStatement()
 	}
+	// The statement is parsed in the quoting mode it was written in (DM
+	// discovers ANSI_QUOTES so too).
+	mode, _ := binlog.SQLMode(e.StatusVars)
+	d.translator.ansiQuotes = mode&binlog.SQLModeANSIQuotes != 0
 	if handled, err := d.online(ctx, e, query, start, end); handled {
 		return err
 	}

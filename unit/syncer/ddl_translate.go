@@ -7,6 +7,7 @@ import (
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/format"
+	"github.com/pingcap/tidb/pkg/parser/mysql"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
 
 	"github.com/dmworker/dm-worker/pkg/filter"
@@ -25,6 +26,13 @@ type ddlTranslator struct {
 	filter    *filter.Tables
 	events    *filter.EventFilter
 	router    *filter.Router
+	// ansiQuotes parses with sql_mode ANSI_QUOTES (names in double
+	// quotes): set per query event from the sql_mode it was written with
+	// (binlog.SQLMode), as DM discovers it. Such statements are always
+	// restored, with backquotes, for the target.
+	ansiQuotes bool
+	// plain and ansi are the cached parsers of both modes.
+	plain, ansi *parser.Parser
 	// oldTable reads the target table a source table is routed to, as it
 	// is before the statement, for the finer kinds of a MODIFY or CHANGE
 	// COLUMN (filter.AlterKinds; nil or a nil result: none, as in DM when
@@ -36,13 +44,27 @@ func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router 
 	return &ddlTranslator{filter: tables, events: events, router: router}
 }
 
+// pickParser sets x.parser to the parser of the current quoting mode.
+func (x *ddlTranslator) pickParser() {
+	if x.ansiQuotes {
+		if x.ansi == nil {
+			x.ansi = parser.New()
+			x.ansi.SetSQLMode(mysql.ModeANSIQuotes)
+		}
+		x.parser = x.ansi
+		return
+	}
+	if x.plain == nil {
+		x.plain = parser.New()
+	}
+	x.parser = x.plain
+}
+
 // translate parses a query event and returns the statements to run on the
 // target: DDL of selected tables that no filter rule ignores, with table
 // names routed. Other statements (grants, views, ...) yield nothing.
 func (x *ddlTranslator) translate(schema, query string) ([]targetDDL, error) {
-	if x.parser == nil {
-		x.parser = parser.New()
-	}
+	x.pickParser()
 	nodes, _, err := x.parser.Parse(query, "", "")
 	if err != nil {
 		return nil, err
@@ -62,9 +84,7 @@ func (x *ddlTranslator) translate(schema, query string) ([]targetDDL, error) {
 
 // parse parses a query event's text.
 func (x *ddlTranslator) parse(query string) ([]ast.StmtNode, error) {
-	if x.parser == nil {
-		x.parser = parser.New()
-	}
+	x.pickParser()
 	nodes, _, err := x.parser.Parse(query, "", "")
 	return nodes, err
 }
@@ -300,7 +320,7 @@ func (x *ddlTranslator) routeNames(node ast.StmtNode, schema string, primary *as
 // the event's default schema when the text has unqualified names) when nothing was rewritten and the event held one
 // statement, else the parser's restored text with every name qualified.
 func (x *ddlTranslator) restore(node ast.StmtNode, query, schema string, rewritten bool, ensure []string) (targetDDL, bool, error) {
-	if !rewritten {
+	if !rewritten && !x.ansiQuotes {
 		return targetDDL{sql: query, schema: schema, ensureSchemas: ensure}, true, nil
 	}
 	var b strings.Builder
@@ -314,9 +334,7 @@ func (x *ddlTranslator) restore(node ast.StmtNode, query, schema string, rewritt
 // operator wrote (handle-error replace of a shard DDL), so that it reads
 // the same as the translated DDLs of the other shards.
 func (x *ddlTranslator) normalizeSQL(query string) (string, error) {
-	if x.parser == nil {
-		x.parser = parser.New()
-	}
+	x.pickParser()
 	nodes, _, err := x.parser.Parse(query, "", "")
 	if err != nil {
 		return "", err

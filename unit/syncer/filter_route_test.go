@@ -202,3 +202,42 @@ func TestFilterDDLKinds(t *testing.T) {
 		t.Errorf("target columns %q, want %q", got, want)
 	}
 }
+
+// TestANSIQuotesDDL: DDL a session with sql_mode ANSI_QUOTES wrote (names
+// in double quotes) is parsed in that mode, read from the query event, and
+// applied on the target with backquotes; rows follow.
+func TestANSIQuotesDDL(t *testing.T) {
+	e := newEnv(t, mariadbtest.Options{FastCommit: true})
+	cfg, src := e.configs(t, "ansi")
+	cfg.BAList = config.BAList{DoDBs: []string{"app"}}
+	u := newUnit(t, cfg, src)
+	defer u.Close()
+	r := unittest.Start(u, false, 0)
+	defer r.Stop(t)
+
+	c, err := e.srcDB.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, q := range []string{
+		"SET SESSION sql_mode = 'ANSI_QUOTES'",
+		`CREATE DATABASE "app"`,
+		`CREATE TABLE "app"."q" ("id" INT PRIMARY KEY, "v" VARCHAR(10) DEFAULT 'x')`,
+		`INSERT INTO "app"."q" VALUES (1, 'a')`,
+		`ALTER TABLE "app"."q" ADD COLUMN "w" INT`,
+		`INSERT INTO "app"."q" VALUES (2, 'b', 3)`,
+		`CREATE INDEX "ix" ON "app"."q" ("v")`,
+		"SET SESSION sql_mode = DEFAULT",
+		"CREATE TABLE app.marker (id INT PRIMARY KEY)", "INSERT INTO app.marker VALUES (1)",
+	} {
+		if _, err := c.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	e.waitEqual(t, same("app.marker", "app.q"), r)
+	var n int
+	if err := e.dstDB.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = 'app' AND TABLE_NAME = 'q' AND INDEX_NAME = 'ix'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("index ix on the target: %d (%v)", n, err)
+	}
+}
