@@ -205,7 +205,7 @@ func TestStageNamesMustAgreeWithKey(t *testing.T) {
 	}
 	// A refused DM field is an error even in lenient mode.
 	if _, err := s.DecodeSubTaskConfig(k.SubTaskConfig("s1", "t1"),
-		[]byte(`{"name":"t1","source-id":"s1","mydumper":{"where":"id < 10"}}`)); err == nil {
+		[]byte(`{"name":"t1","source-id":"s1","target-database":{"host":"h","security":{"ssl-ca-base64":"eA=="}}}`)); err == nil {
 		t.Error("a refused DM field decoded leniently")
 	}
 }
