@@ -677,7 +677,7 @@ func (r *reader) ddl(ctx context.Context, ev *replication.BinlogEvent, e *replic
 	}
 	// Parsed in the quoting mode the statement was written in.
 	var pmode tmysql.SQLMode
-	if m, _ := binlog.SQLMode(e.StatusVars); m&binlog.SQLModeANSIQuotes != 0 {
+	if binlog.ANSIQuotes(e.StatusVars) {
 		pmode = tmysql.ModeANSIQuotes
 	}
 	r.parser.SetSQLMode(pmode)

@@ -213,20 +213,7 @@ func taskNameArg(arg string) (string, error) {
 	if !strings.HasSuffix(arg, ".yaml") && !strings.HasSuffix(arg, ".yml") && !strings.ContainsRune(arg, '/') {
 		return arg, nil
 	}
-	data, err := os.ReadFile(arg)
-	if err != nil {
-		return "", fmt.Errorf("%s looks like a task file but cannot be read (give the task name instead): %w", arg, err)
-	}
-	var doc struct {
-		Name string `json:"name"`
-	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return "", fmt.Errorf("task file %s: %w", arg, err)
-	}
-	if doc.Name == "" {
-		return "", fmt.Errorf("task file %s has no name field: give the task name instead", arg)
-	}
-	return doc.Name, nil
+	return fileField(arg, "task file", "name", " field: give the task name instead")
 }
 
 func dmStartTask(ctx context.Context, e *env, cmd *command, args []string) error {
@@ -382,20 +369,25 @@ func dmOperateSource(ctx context.Context, e *env, cmd *command, args []string) e
 
 // sourceIDOfFile reads the source-id of a source config file.
 func sourceIDOfFile(path string) (string, error) {
+	return fileField(path, "source config file", "source-id", "")
+}
+
+// fileField reads the top-level string field of a YAML file (what names
+// the file in errors; hint follows "has no FIELD" when it is missing).
+func fileField(path, what, field, hint string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read source config file: %w", err)
+		return "", fmt.Errorf("read %s %s: %w", what, path, err)
 	}
-	var doc struct {
-		ID string `json:"source-id"`
-	}
+	var doc map[string]any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return "", fmt.Errorf("source config file %s: %w", path, err)
+		return "", fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	if doc.ID == "" {
-		return "", fmt.Errorf("source config file %s has no source-id", path)
+	v, _ := doc[field].(string)
+	if v == "" {
+		return "", fmt.Errorf("%s %s has no %s%s", what, path, field, hint)
 	}
-	return doc.ID, nil
+	return v, nil
 }
 
 func dmListMember(ctx context.Context, e *env, cmd *command, args []string) error {

@@ -82,15 +82,9 @@ func dryRunTask(e *env, path string) error {
 	if err != nil {
 		return err
 	}
-	var resume []string
-	for _, sc := range subs {
-		if strings.EqualFold(sc.TaskMode, config.ModeIncremental) && sc.Meta.BinlogName == "" && sc.Meta.BinlogGTID == "" {
-			resume = append(resume, sc.SourceID)
-		}
-	}
-	if len(resume) > 0 {
+	if resume := withoutMeta(subs); len(resume) > 0 {
 		fmt.Fprintf(e.stderr, "note: %s: source(s) %s have no meta: they resume from the task's checkpoints in the target "+
-			"(`task start` checks that there are some, e.g. left by a full task of the same name)\n", path, strings.Join(resume, ", "))
+			"(`task start` checks that there are some, e.g. left by a full task of the same name)\n", path, strings.Join(sourcesOf(resume), ", "))
 	}
 	if tc.RemoveMeta {
 		fmt.Fprintf(e.stderr, "note: %s: remove-meta: true (deprecated in DM): `task start` would remove the task's checkpoints in the target first\n", path)

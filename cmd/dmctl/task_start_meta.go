@@ -146,6 +146,12 @@ func (o *startOptions) resumers(subtasks []*config.SubTaskConfig) []*config.SubT
 	if o.startTime != "" {
 		return nil
 	}
+	return withoutMeta(subtasks)
+}
+
+// withoutMeta are the subtasks of an incremental task whose instance has
+// no meta.
+func withoutMeta(subtasks []*config.SubTaskConfig) []*config.SubTaskConfig {
 	var out []*config.SubTaskConfig
 	for _, sc := range subtasks {
 		if strings.EqualFold(sc.TaskMode, config.ModeIncremental) && sc.Meta.BinlogName == "" && sc.Meta.BinlogGTID == "" {

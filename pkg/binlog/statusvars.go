@@ -29,6 +29,13 @@ const (
 	SQLModeANSIQuotes = 1 << 2
 )
 
+// ANSIQuotes reports whether a query event was written with sql_mode
+// ANSI_QUOTES (names in double quotes), from its status variables.
+func ANSIQuotes(vars []byte) bool {
+	mode, _ := SQLMode(vars)
+	return mode&SQLModeANSIQuotes != 0
+}
+
 // SQLMode returns the sql_mode a query event was written with, from its
 // status variables; ok is false when they do not say (or cannot be read),
 // then the server's default applies.

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -14,37 +15,36 @@ import (
 // The finer kinds of DDL DM's binlog event filter names (tidb-tools
 // binlog-filter), which a rule may name beside the statement kinds above.
 const (
-	EvAddColumn                 = "add column"
-	EvDropColumn                = "drop column"
-	EvModifyColumn              = "modify column"
-	EvRenameColumn              = "rename column"
-	EvRenameIndex               = "rename index"
-	EvDropPrimaryKey            = "drop primary key"
-	EvDropUniqueKey             = "drop unique key"
-	EvAddPrimaryKey             = "add primary key"
-	EvModifyDefaultValue        = "modify default value"
-	EvModifyConstraint          = "modify constraint"
-	EvModifyColumnsOrder        = "modify columns order"
-	EvModifyCharset             = "modify charset"
-	EvModifyCollation           = "modify collation"
-	EvRemoveAutoIncrement       = "remove auto increment"
-	EvModifyStorageEngine       = "modify storage engine"
-	EvValueRangeDecrease        = "value range decrease"
-	EvPrecisionDecrease         = "precision decrease"
-	EvAddTablePartition         = "add table partition"
-	EvDropTablePartition        = "drop table partition"
-	EvTruncateTablePartition    = "truncate table partition"
-	EvReorganizePartition       = "reorganize table partition"
-	EvRebuildPartition          = "rebuild table partition"
-	EvCoalescePartition         = "coalesce table partition"
-	EvExchangePartition         = "exchange table partition"
-	EvAddForeignKey             = "add foreign key"
-	EvDropForeignKey            = "drop foreign key"
-	EvModifyTableComment        = "modify table comment"
-	EvAlterTablePartitioning    = "alter table partitioning"
-	EvRemovePartitioning        = "remove table partitioning"
-	EvIncompatibleDDLChanges    = "incompatible ddl changes"
-	evModifySchemaCharsetCollat = "modify schema charset and collate"
+	EvAddColumn              = "add column"
+	EvDropColumn             = "drop column"
+	EvModifyColumn           = "modify column"
+	EvRenameColumn           = "rename column"
+	EvRenameIndex            = "rename index"
+	EvDropPrimaryKey         = "drop primary key"
+	EvDropUniqueKey          = "drop unique key"
+	EvAddPrimaryKey          = "add primary key"
+	EvModifyDefaultValue     = "modify default value"
+	EvModifyConstraint       = "modify constraint"
+	EvModifyColumnsOrder     = "modify columns order"
+	EvModifyCharset          = "modify charset"
+	EvModifyCollation        = "modify collation"
+	EvRemoveAutoIncrement    = "remove auto increment"
+	EvModifyStorageEngine    = "modify storage engine"
+	EvValueRangeDecrease     = "value range decrease"
+	EvPrecisionDecrease      = "precision decrease"
+	EvAddTablePartition      = "add table partition"
+	EvDropTablePartition     = "drop table partition"
+	EvTruncateTablePartition = "truncate table partition"
+	EvReorganizePartition    = "reorganize table partition"
+	EvRebuildPartition       = "rebuild table partition"
+	EvCoalescePartition      = "coalesce table partition"
+	EvExchangePartition      = "exchange table partition"
+	EvAddForeignKey          = "add foreign key"
+	EvDropForeignKey         = "drop foreign key"
+	EvModifyTableComment     = "modify table comment"
+	EvAlterTablePartitioning = "alter table partitioning"
+	EvRemovePartitioning     = "remove table partitioning"
+	EvIncompatibleDDLChanges = "incompatible ddl changes"
 )
 
 // incompatible are the kinds DM's filter classes as incompatible DDL
@@ -57,7 +57,7 @@ var incompatible = map[string]bool{
 	EvRebuildPartition: true, EvCoalescePartition: true, "split table partition": true, EvExchangePartition: true,
 	EvAddForeignKey: true, EvDropForeignKey: true, EvDropDatabase: true, EvDropTable: true, EvDropIndex: true,
 	EvRenameTable: true, EvTruncateTable: true, EvDropTablePartition: true, EvTruncateTablePartition: true,
-	evModifySchemaCharsetCollat: true, "modify table charset and collate": true, EvModifyTableComment: true,
+	"modify schema charset and collate": true, "modify table charset and collate": true, EvModifyTableComment: true,
 	"recover table": true, EvAlterTablePartitioning: true, EvRemovePartitioning: true, EvAddColumn: true,
 	"set default value": true, "rebase auto id": true, EvAddPrimaryKey: true, "alter index visibility": true,
 	"alter ttl info": true, "alter ttl remove": true, "multi schema change": true,
@@ -358,18 +358,10 @@ func typeArgs(oc *sqlschema.Column) (flen, dec int) {
 }
 
 func atoi(s string, def int) int {
-	n := 0
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return def
+	if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n >= 0 {
+		return n
 	}
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return def
-		}
-		n = n*10 + int(r-'0')
-	}
-	return n
+	return def
 }
 
 // elemsChanged is TiDB's IsElemsChangedToModifyColumn: an ENUM or SET

@@ -107,8 +107,7 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 	}
 	// The statement is parsed in the quoting mode it was written in (DM
 	// discovers ANSI_QUOTES so too).
-	mode, _ := binlog.SQLMode(e.StatusVars)
-	d.translator.ansiQuotes = mode&binlog.SQLModeANSIQuotes != 0
+	d.translator.ansiQuotes = binlog.ANSIQuotes(e.StatusVars)
 	if handled, err := d.online(ctx, e, query, start, end); handled {
 		return err
 	}

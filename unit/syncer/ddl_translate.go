@@ -31,8 +31,6 @@ type ddlTranslator struct {
 	// (binlog.SQLMode), as DM discovers it. Such statements are always
 	// restored, with backquotes, for the target.
 	ansiQuotes bool
-	// plain and ansi are the cached parsers of both modes.
-	plain, ansi *parser.Parser
 	// oldTable reads the target table a source table is routed to, as it
 	// is before the statement, for the finer kinds of a MODIFY or CHANGE
 	// COLUMN (filter.AlterKinds; nil or a nil result: none, as in DM when
@@ -44,20 +42,16 @@ func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router 
 	return &ddlTranslator{filter: tables, events: events, router: router}
 }
 
-// pickParser sets x.parser to the parser of the current quoting mode.
+// pickParser readies x.parser in the current quoting mode.
 func (x *ddlTranslator) pickParser() {
+	if x.parser == nil {
+		x.parser = parser.New()
+	}
+	var mode mysql.SQLMode
 	if x.ansiQuotes {
-		if x.ansi == nil {
-			x.ansi = parser.New()
-			x.ansi.SetSQLMode(mysql.ModeANSIQuotes)
-		}
-		x.parser = x.ansi
-		return
+		mode = mysql.ModeANSIQuotes
 	}
-	if x.plain == nil {
-		x.plain = parser.New()
-	}
-	x.parser = x.plain
+	x.parser.SetSQLMode(mode)
 }
 
 // translate parses a query event and returns the statements to run on the
