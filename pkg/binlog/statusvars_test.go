@@ -32,3 +32,39 @@ func TestSQLMode(t *testing.T) {
 		t.Error("ANSI_QUOTES bit not set")
 	}
 }
+
+func TestCollations(t *testing.T) {
+	// A CREATE TABLE of MariaDB 10.11 under SET collation_server =
+	// utf8mb4_unicode_ci (224): FLAGS2, SQL_MODE, CATALOG_NZ, CHARSET, XID.
+	mariadb := []byte{0, 0, 0, 0, 1, 1, 0, 0, 0x20, 0x54, 0, 0, 0, 0, 6, 3, 's', 't', 'd',
+		4, 0x2d, 0, 0x2d, 0, 0xe0, 0, 0x81, 6, 0, 0, 0, 0, 0, 0, 0}
+	cases := []struct {
+		name string
+		vars []byte
+		want SessionCollations
+	}{
+		{"mariadb 10.11", mariadb, SessionCollations{Server: 224}},
+		{"character_set_collations before CHARSET (MariaDB 11.5)", []byte{
+			131, 2, 45, 0, 0x35, 0x08, 33, 0, 0x36, 0x08, // utf8mb4→2101, utf8mb3→2102
+			4, 8, 0, 8, 0, 8, 0,
+		}, SessionCollations{Server: 8, Defaults: []uint16{2101, 2102}}},
+		{"mysql 8 default_collation_for_utf8mb4", []byte{4, 0xff, 0, 0xff, 0, 0xff, 0, 18, 0x2d, 0}, SessionCollations{Server: 255, UTF8MB4: 45}},
+		{"truncated charset", []byte{4, 8, 0, 8}, SessionCollations{}},
+		{"unknown code first", []byte{200, 4, 8, 0, 8, 0, 8, 0}, SessionCollations{}},
+	}
+	for _, c := range cases {
+		got := Collations(c.vars)
+		if got.Server != c.want.Server || got.UTF8MB4 != c.want.UTF8MB4 || len(got.Defaults) != len(c.want.Defaults) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+			continue
+		}
+		for i := range got.Defaults {
+			if got.Defaults[i] != c.want.Defaults[i] {
+				t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+			}
+		}
+	}
+	if m, ok := SQLMode(mariadb); !ok || m != 0x54200000 {
+		t.Errorf("sql_mode of the mariadb event: %#x %v", m, ok)
+	}
+}
