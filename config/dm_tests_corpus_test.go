@@ -45,10 +45,6 @@ var testsExceptions = map[string]shardingException{
 		fields: []string{"expression-filter", "mysql-instances[0].expression-filters"},
 		why:    "expression filters are refused until they are built",
 	},
-	"sync_collation-conf-dm-task.yaml": {
-		fields: []string{"collation_compatible"},
-		why:    "collation_compatible: strict is refused until it is built",
-	},
 }
 
 // checkTestsFile requires data to pass with one subtask per instance and

@@ -15,11 +15,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 	reflect.TypeFor[TaskConfig](): {
 		// Old name of block-allow-list (DM v1).
 		"black-white-list": {action: rename, to: "block-allow-list"},
-		// "strict" adds the upstream's default collation to CREATE
-		// statements that do not name one; here DDL is replayed as written
-		// ("loose"), so strict would silently give other collations.
-		"collation_compatible": {action: refuseIf, refuse: isNot("loose", ""),
-			why: `only "loose" (DDL replayed as written) is supported; remove collation_compatible or set it to loose`},
 		// Deprecated in DM, which refuses non-empty column mappings itself.
 		"column-mappings": {action: refuseIf, refuse: nonEmpty,
 			why: "column mapping is deprecated in DM and not supported here; remove column-mappings"},

@@ -61,10 +61,59 @@ filters:
 	}
 }
 
+// TestCollationCompatible: DM's collation_compatible is read in any case,
+// reaches every subtask as "strict" or not at all, and other values are
+// refused naming the field.
+func TestCollationCompatible(t *testing.T) {
+	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1}, {source-id: s2}]\n"
+	for _, tc := range []struct {
+		add    string
+		strict bool
+	}{{"", false}, {"collation_compatible: loose\n", false}, {"collation_compatible: LOOSE\n", false},
+		{"collation_compatible: strict\n", true}, {"collation_compatible: \" Strict\"\n", true}} {
+		tc2, subs, err := CheckTaskConfig([]byte(base + tc.add))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.add, err)
+		}
+		if len(tc2.Notes.Ignored) != 0 || len(tc2.Notes.Unknown) != 0 {
+			t.Errorf("%q: notes %+v", tc.add, tc2.Notes)
+		}
+		for _, st := range subs {
+			want := ""
+			if tc.strict {
+				want = CollationStrict
+			}
+			if st.CollationCompatible != want || st.StrictCollation() != tc.strict {
+				t.Errorf("%q: subtask %s has collation_compatible %q", tc.add, st.SourceID, st.CollationCompatible)
+			}
+			j, err := st.JSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(string(j), `"collation_compatible":"strict"`); got != tc.strict {
+				t.Errorf("%q: subtask JSON %s", tc.add, j)
+			}
+			again, err := ParseSubTaskConfig(j)
+			if err != nil || again.StrictCollation() != tc.strict {
+				t.Errorf("%q: subtask JSON does not round-trip: %v", tc.add, err)
+			}
+		}
+	}
+	_, _, err := CheckTaskConfig([]byte(base + "collation_compatible: exact\n"))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "collation_compatible") || !strings.Contains(err.Error(), `"strict"`) {
+		t.Errorf("collation_compatible: exact: %v", err)
+	}
+	st := NewSubTaskConfig()
+	st.CollationCompatible = "sometimes"
+	if err := st.Validate(); err == nil || !strings.Contains(err.Error(), "collation_compatible") {
+		t.Errorf("subtask collation_compatible: sometimes: %v", err)
+	}
+}
+
 func TestDMFieldRefusals(t *testing.T) {
 	base := "name: t1\ntask-mode: all\ntarget-database: {host: h}\nmysql-instances: [{source-id: s1}]\n"
 	tests := []struct{ add, field string }{
-		{"collation_compatible: strict\n", "collation_compatible"},
 		{"column-mappings: {m: {}}\n", "column-mappings"},
 		{"target-database: {host: h, security: {ssl-ca-base64: c2VjcmV0}}\n", "target-database.security.ssl-ca-base64"},
 	}

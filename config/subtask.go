@@ -1,6 +1,8 @@
 package config
 
 import (
+	"strings"
+
 	"github.com/dmworker/dm-worker/pkg/onlineddl"
 )
 
@@ -191,7 +193,13 @@ type SubTaskConfig struct {
 	// IgnoreCheckingItems names precheck items (DM's names, or this
 	// worker's) whose failures do not stop the subtask (they are reported
 	// as warnings): DM's ignore-checking-items.
-	IgnoreCheckingItems []string        `json:"ignore-checking-items,omitempty"`
+	IgnoreCheckingItems []string `json:"ignore-checking-items,omitempty"`
+	// CollationCompatible is DM's collation_compatible. CollationStrict:
+	// CREATE/ALTER DATABASE and TABLE statements the load and sync units
+	// run on the target get the source's default collation wherever they
+	// leave it out (pkg/collation); "" or CollationLoose: run as written.
+	// dmctl writes "strict" or leaves the field out.
+	CollationCompatible string          `json:"collation_compatible,omitempty"`
 	BAList              BAList          `json:"block-allow-list"`
 	RouteRules          []RouteRule     `json:"route-rules,omitempty"`
 	FilterRules         []FilterRule    `json:"filter-rules,omitempty"`
@@ -224,6 +232,7 @@ func (c *SubTaskConfig) validate(p *problems) {
 	validateShardMode(p, c.ShardMode, c.StrictOptimisticShardMode)
 	validateOnlineDDLRules(p, c.ShadowTableRules, c.TrashTableRules)
 	validateCheckingItems(p, "ignore-checking-items", c.IgnoreCheckingItems)
+	validateCollationCompatible(p, c.CollationCompatible)
 	c.BAList.validate(p, "block-allow-list")
 	for i := range c.RouteRules {
 		c.RouteRules[i].validate(p, index("route-rules", i))
@@ -235,6 +244,26 @@ func (c *SubTaskConfig) validate(p *problems) {
 	c.Mydumper.validate(p, "mydumper")
 	c.Loader.validate(p, "loader")
 	c.Validator.validate(p, "validator")
+}
+
+// Values of collation_compatible (DM's; read in any case).
+const (
+	CollationLoose  = "loose"
+	CollationStrict = "strict"
+)
+
+// StrictCollation reports whether collation_compatible is strict.
+func (c *SubTaskConfig) StrictCollation() bool {
+	return strings.EqualFold(strings.TrimSpace(c.CollationCompatible), CollationStrict)
+}
+
+// validateCollationCompatible checks collation_compatible.
+func validateCollationCompatible(p *problems, v string) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", CollationLoose, CollationStrict:
+	default:
+		p.add("collation_compatible", v, `want "loose" (DDL runs on the target as written) or "strict" (the source's default collations are written into CREATE and ALTER statements that leave them out)`)
+	}
 }
 
 // Shard modes (DM's shard-mode).

@@ -54,7 +54,10 @@ type TaskConfig struct {
 	ShadowTableRules []string `json:"shadow-table-rules,omitempty"`
 	TrashTableRules  []string `json:"trash-table-rules,omitempty"`
 	// IgnoreCheckingItems: see SubTaskConfig.
-	IgnoreCheckingItems []string                   `json:"ignore-checking-items,omitempty"`
+	IgnoreCheckingItems []string `json:"ignore-checking-items,omitempty"`
+	// CollationCompatible is DM's collation_compatible: CollationLoose
+	// or CollationStrict, in any case ("" is loose). See SubTaskConfig.
+	CollationCompatible string                     `json:"collation_compatible,omitempty"`
 	TargetDatabase      DBConfig                   `json:"target-database"`
 	MySQLInstances      []MySQLInstance            `json:"mysql-instances"`
 	BAList              map[string]BAList          `json:"block-allow-list,omitempty"`
@@ -107,6 +110,7 @@ func (c *TaskConfig) Validate() error {
 	}
 	validateOnlineDDLRules(&p, c.ShadowTableRules, c.TrashTableRules)
 	validateCheckingItems(&p, "ignore-checking-items", c.IgnoreCheckingItems)
+	validateCollationCompatible(&p, c.CollationCompatible)
 	c.TargetDatabase.validate(&p, "target-database")
 
 	validateNamed(&p, "block-allow-list", c.BAList)
@@ -224,6 +228,9 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 		st.OnlineDDL = c.OnlineDDL || c.OnlineDDLScheme != ""
 		st.ShadowTableRules, st.TrashTableRules = slices.Clone(c.ShadowTableRules), slices.Clone(c.TrashTableRules)
 		st.IgnoreCheckingItems = slices.Clone(c.IgnoreCheckingItems)
+		if strings.EqualFold(strings.TrimSpace(c.CollationCompatible), CollationStrict) {
+			st.CollationCompatible = CollationStrict
+		}
 		if inst.BAListName != "" {
 			st.BAList = c.BAList[inst.BAListName].clone()
 		}

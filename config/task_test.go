@@ -326,7 +326,7 @@ mysql-instances:
 	if err := c.Validate(); err != nil {
 		t.Fatalf("DM fields must validate: %v", err)
 	}
-	if want := []string{"collation_compatible", "timezone"}; !slices.Equal(c.Notes.Ignored, want) {
+	if want := []string{"timezone"}; !slices.Equal(c.Notes.Ignored, want) {
 		t.Errorf("ignored fields %v, want %v", c.Notes.Ignored, want)
 	}
 	if !slices.Equal(c.IgnoreCheckingItems, []string{"all"}) {

@@ -35,8 +35,14 @@ type fullData struct{ *replication }
 // source file).
 func startFullData(t *testing.T, srcOpts mariadbtest.Options, user, password string, extra ...string) *fullData {
 	t.Helper()
-	srcOpts.Name, srcOpts.Binlog = "source", true
-	f := &fullData{&replication{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, mariadbtest.Options{Name: "target"}), c: newEtcdCluster(t)}}
+	return startFullDataTo(t, srcOpts, mariadbtest.Options{}, user, password, extra...)
+}
+
+// startFullDataTo is startFullData with the target's options too.
+func startFullDataTo(t *testing.T, srcOpts, tgtOpts mariadbtest.Options, user, password string, extra ...string) *fullData {
+	t.Helper()
+	srcOpts.Name, srcOpts.Binlog, tgtOpts.Name = "source", true, "target"
+	f := &fullData{&replication{t: t, src: mariadbtest.Start(t, srcOpts), tgt: mariadbtest.Start(t, tgtOpts), c: newEtcdCluster(t)}}
 	f.srcDB, f.tgtDB = f.src.DB(t), f.tgt.DB(t)
 	f.wopts = workerOptions{name: fdWorker, endpoints: f.c.endpoints, prefix: f.c.prefix, dataDir: t.TempDir()}
 	f.w = startWorker(t, f.wopts)

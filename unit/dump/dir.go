@@ -27,10 +27,11 @@ func makeDir(dir string) error {
 }
 
 // finishedDump returns dir's manifest when it holds the finished dump of
-// this task and source with fingerprint fp. Otherwise it returns nil and why
-// the directory's contents cannot be used ("" for an empty directory). A
-// manifest of another task or source is an error: the directory is shared.
-func finishedDump(dir, task, source, fp string) (m *dumpfile.Manifest, why string, err error) {
+// this task and source with fingerprint fp (and, when strict, the source's
+// default collations). Otherwise it returns nil and why the directory's
+// contents cannot be used ("" for an empty directory). A manifest of
+// another task or source is an error: the directory is shared.
+func finishedDump(dir, task, source, fp string, strict bool) (m *dumpfile.Manifest, why string, err error) {
 	m, err = dumpfile.ReadManifest(dir)
 	switch {
 	case errors.Is(err, dumpfile.ErrNoManifest):
@@ -52,6 +53,10 @@ func finishedDump(dir, task, source, fp string) (m *dumpfile.Manifest, why strin
 	}
 	if m.Fingerprint != fp {
 		return nil, fmt.Sprintf("%s since dump %s; discarding it and dumping again", fingerprintChange(m.Fingerprint, fp), m.DumpID), nil
+	}
+	if strict && m.Collations == nil {
+		return nil, fmt.Sprintf("dump %s does not record the source's default collations (an older dm-worker wrote it), "+
+			"which collation_compatible strict needs; dumping again", m.DumpID), nil
 	}
 	if why := missingChunk(dir, m); why != "" {
 		return nil, why, nil

@@ -255,7 +255,7 @@ func openSource(b *dbconn.Budget, src *config.SourceConfig, owner string, maxCon
 // IsFreshTask reports whether the directory holds no finished dump for the
 // current config.
 func (d *Dumper) IsFreshTask(context.Context) (bool, error) {
-	m, _, err := finishedDump(d.dir, d.cfg.Name, d.cfg.SourceID, d.fp)
+	m, _, err := finishedDump(d.dir, d.cfg.Name, d.cfg.SourceID, d.fp, d.cfg.StrictCollation())
 	if err != nil {
 		return false, err
 	}

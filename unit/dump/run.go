@@ -50,7 +50,7 @@ func (d *Dumper) run(ctx context.Context) error {
 	if err := makeDir(d.dir); err != nil {
 		return err
 	}
-	m, why, err := finishedDump(d.dir, d.cfg.Name, d.cfg.SourceID, d.fp)
+	m, why, err := finishedDump(d.dir, d.cfg.Name, d.cfg.SourceID, d.fp, d.cfg.StrictCollation())
 	if err != nil {
 		return err
 	}
@@ -111,6 +111,11 @@ func (d *Dumper) dump(ctx context.Context) error {
 		return err
 	}
 	m.Schemas = schemas
+	// Always recorded, so that the load of this dump can honour
+	// collation_compatible strict whatever the task says now.
+	if m.Collations, err = readCollations(ctx, snap.readers[0]); err != nil {
+		return err
+	}
 	if len(refs) == 0 {
 		d.logger.Warn("the block-allow list selects no table of the source; the dump is empty", zap.Int("schemas", len(schemas)))
 	}

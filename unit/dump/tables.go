@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
@@ -162,4 +163,15 @@ func readErr(t tableRef, step string, err error) error {
 			"resume to dump again from a fresh snapshot", t, err)
 	}
 	return errs.Wrap(err, CodeDumpRead, "dump: table %s: %s", t, step)
+}
+
+// readCollations reads the source's default collations on c (a snapshot
+// reader: information_schema and global variables are not versioned, so
+// they are what the server says at the snapshot's time).
+func readCollations(ctx context.Context, c *sql.Conn) (*collation.Defaults, error) {
+	cat, err := collation.Read(ctx, c)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeDumpRead, "dump: read the source's default collations")
+	}
+	return &cat.Global, nil
 }

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/fsutil"
 )
 
@@ -91,8 +92,13 @@ type Manifest struct {
 	End        binlog.Location `json:"end"`
 	StartedAt  time.Time       `json:"started-at"`
 	FinishedAt time.Time       `json:"finished-at"`
-	Schemas    []Schema        `json:"schemas"`
-	Tables     []Table         `json:"tables"`
+	// Collations are the source's default collations at the snapshot
+	// (collation_server, each character set's default), which the load
+	// writes into the CREATE statements with collation_compatible strict;
+	// nil in a dump of a build that did not record them.
+	Collations *collation.Defaults `json:"collations,omitempty"`
+	Schemas    []Schema            `json:"schemas"`
+	Tables     []Table             `json:"tables"`
 }
 
 // Schema is one source database the dump selected.

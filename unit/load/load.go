@@ -14,6 +14,7 @@ import (
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/filter"
@@ -56,6 +57,9 @@ type Loader struct {
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	db    *sql.DB
 	store *metaStore
+	// coll are the dumped source's default collations with
+	// collation_compatible strict, nil when loose; set by each run.
+	coll *collation.Defaults
 }
 
 var (

@@ -50,6 +50,10 @@ type tablePlan struct {
 // the order of m.Tables.
 func (l *Loader) prepareTables(ctx context.Context, m *dumpfile.Manifest) ([]tablePlan, error) {
 	p := parser.New()
+	var err error
+	if l.coll, err = l.collations(m); err != nil {
+		return nil, err
+	}
 	created := map[string]bool{}
 	for _, s := range m.Schemas {
 		if err := l.createSchema(ctx, p, s, l.router.RouteSchema(s.Name), created); err != nil {
@@ -166,15 +170,18 @@ func (l *Loader) createSchema(ctx context.Context, p *parser.Parser, s dumpfile.
 	if skip {
 		return nil
 	}
-	q := "CREATE DATABASE IF NOT EXISTS " + sqlschema.QuoteName(target)
+	cd := &ast.CreateDatabaseStmt{}
 	if stmt, err := p.ParseOneStmt(s.CreateSQL, "", ""); err == nil {
-		if cd, ok := stmt.(*ast.CreateDatabaseStmt); ok {
-			cd.Name, cd.IfNotExists = ast.NewCIStr(target), true
-			var b strings.Builder
-			if err := cd.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err == nil {
-				q = b.String()
-			}
+		if parsed, ok := stmt.(*ast.CreateDatabaseStmt); ok {
+			cd = parsed
 		}
+	}
+	cd.Name, cd.IfNotExists = ast.NewCIStr(target), true
+	l.adjustCollations(cd, s.CreateSQL)
+	q := "CREATE DATABASE IF NOT EXISTS " + sqlschema.QuoteName(target)
+	var b strings.Builder
+	if err := cd.Restore(format.NewRestoreCtx(format.DefaultRestoreFlags, &b)); err == nil {
+		q = b.String()
 	}
 	if _, err := l.db.ExecContext(ctx, q); err != nil {
 		return errs.Wrap(err, CodeLoadSchema, "load: create database %s on the target (%s)", sqlschema.QuoteName(target), q)
@@ -190,6 +197,9 @@ func (l *Loader) createTable(ctx context.Context, p *parser.Parser, t *dumpfile.
 	q, err := renameCreateTable(p, createSQL, t.Name, target)
 	if len(ext) > 0 {
 		q, err = extendCreateTable(p, t.CreateSQL, target, ext)
+	}
+	if err == nil && l.coll != nil {
+		q, err = l.adjustCreateTable(p, q)
 	}
 	if err != nil {
 		return errs.New(CodeLoadSchema, false, "load: table %s: %w", filter.TableName{Schema: t.Schema, Table: t.Name}, err)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dmworker/dm-worker/pkg/binlog"
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
@@ -36,8 +37,11 @@ type ddlApplier struct {
 	skipped    *atomic.Uint64 // statements ddlkind skips
 	// skippedKinds are the kinds of skipped statements logged at Info.
 	skippedKinds map[ddlkind.Kind]bool
-	metrics      *unitMetrics
-	logger       *zap.Logger
+	// collations are the source's with collation_compatible strict (nil:
+	// loose): each DDL gets its session's defaults written in.
+	collations *collation.Catalog
+	metrics    *unitMetrics
+	logger     *zap.Logger
 }
 
 // ddlErrorState is the unit state a ddlApplier reports a failed DDL to and
@@ -52,6 +56,7 @@ type ddlErrorState interface {
 func (s *Syncer) newDDLApplier(r *reader) *ddlApplier {
 	tr := newDDLTranslator(s.filter, s.events, s.router)
 	tr.normalize = s.cfg.ShardMode != ""
+	tr.logger = s.logger
 	return &ddlApplier{
 		r:            r,
 		translator:   tr,
@@ -108,6 +113,14 @@ func (d *ddlApplier) apply(ctx context.Context, ev *replication.BinlogEvent, e *
 	// The statement is parsed in the quoting mode it was written in (DM
 	// discovers ANSI_QUOTES so too).
 	d.translator.ansiQuotes = binlog.ANSIQuotes(e.StatusVars)
+	d.translator.collations = nil
+	if d.collations != nil {
+		// The session's collation_server and character set defaults, as
+		// the event carries them (DM reads collation_server so too).
+		sc := binlog.Collations(e.StatusVars)
+		def := d.collations.Session(sc.Server, sc.UTF8MB4, sc.Defaults)
+		d.translator.collations = &def
+	}
 	if handled, err := d.online(ctx, e, query, start, end); handled {
 		return err
 	}

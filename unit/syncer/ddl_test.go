@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dmworker/dm-worker/config"
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/filter"
 )
 
@@ -101,4 +102,45 @@ func mustEvents(t *testing.T) *filter.EventFilter {
 		t.Fatal(err)
 	}
 	return ev
+}
+
+// TestTranslateDDLCollations: with collation_compatible strict the routed
+// statement gets the source session's defaults written in; loose (nil)
+// keeps the text.
+func TestTranslateDDLCollations(t *testing.T) {
+	d := newDDLTranslator(filter.NewTables(config.BAList{}, false), mustEvents(t),
+		filter.NewRouter([]config.RouteRule{{SchemaPattern: "shard*", TablePattern: "o*", TargetSchema: "m", TargetTable: "o"}}, "s1", false))
+	strict := collation.Defaults{Server: "utf8mb4_unicode_ci", Charsets: map[string]string{"utf8mb4": "utf8mb4_unicode_ci", "latin1": "latin1_swedish_ci"}}
+	tests := []struct {
+		schema, query, strict, loose string
+	}{
+		{"", "CREATE DATABASE app2", "CREATE DATABASE IF NOT EXISTS `app2` COLLATE = utf8mb4_unicode_ci", "CREATE DATABASE IF NOT EXISTS `app2`"},
+		{"", "CREATE DATABASE app2 CHARSET latin1", "CREATE DATABASE IF NOT EXISTS `app2` CHARACTER SET = latin1 COLLATE = latin1_swedish_ci",
+			"CREATE DATABASE IF NOT EXISTS `app2` CHARACTER SET = latin1"},
+		{"app", "CREATE TABLE t (a varchar(3) CHARACTER SET latin1) CHARSET utf8mb4",
+			"CREATE TABLE `app`.`t` (`a` VARCHAR(3) CHARACTER SET LATIN1 COLLATE latin1_swedish_ci) DEFAULT CHARACTER SET = UTF8MB4 DEFAULT COLLATE = UTF8MB4_UNICODE_CI",
+			"CREATE TABLE t (a varchar(3) CHARACTER SET latin1) CHARSET utf8mb4"},
+		{"shard1", "CREATE TABLE o1 (a text) CHARSET latin1",
+			"CREATE TABLE IF NOT EXISTS `m`.`o` (`a` TEXT) DEFAULT CHARACTER SET = LATIN1 DEFAULT COLLATE = LATIN1_SWEDISH_CI",
+			"CREATE TABLE IF NOT EXISTS `m`.`o` (`a` TEXT) DEFAULT CHARACTER SET = LATIN1"},
+		{"app", "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", "ALTER TABLE `app`.`t` CONVERT TO CHARACTER SET UTF8MB4 COLLATE UTF8MB4_UNICODE_CI",
+			"ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4"},
+		{"app", "CREATE TABLE t (a int)", "CREATE TABLE t (a int)", "CREATE TABLE t (a int)"},
+		{"app", "CREATE TABLE t2 LIKE t", "CREATE TABLE t2 LIKE t", "CREATE TABLE t2 LIKE t"},
+	}
+	for _, tt := range tests {
+		for _, mode := range []struct {
+			c    *collation.Defaults
+			want string
+		}{{&strict, tt.strict}, {nil, tt.loose}} {
+			d.collations = mode.c
+			got, err := d.translate(tt.schema, tt.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].sql != mode.want {
+				t.Errorf("strict %v: translate(%q) = %#v\nwant %s", mode.c != nil, tt.query, got, mode.want)
+			}
+		}
+	}
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/format"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
 	_ "github.com/pingcap/tidb/pkg/parser/test_driver" // value expressions for the parser
+	"go.uber.org/zap"
 
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
@@ -36,6 +38,12 @@ type ddlTranslator struct {
 	// COLUMN (filter.AlterKinds; nil or a nil result: none, as in DM when
 	// it cannot read the table).
 	oldTable func(routed tableName) *sqlschema.Table
+	// collations, when set (collation_compatible strict), are written
+	// into CREATE and ALTER statements of databases and tables that leave
+	// a collation out (collation.Defaults.Adjust): the source's defaults
+	// in the session of the event being translated.
+	collations *collation.Defaults
+	logger     *zap.Logger
 }
 
 func newDDLTranslator(tables *filter.Tables, events *filter.EventFilter, router *filter.Router) *ddlTranslator {
@@ -114,6 +122,14 @@ func (x *ddlTranslator) translateOne(schema, query string, node ast.StmtNode, si
 	st, ok, err := x.classify(schema, query, node)
 	if !ok || err != nil {
 		return targetDDL{}, false, err
+	}
+	if x.collations != nil {
+		changed, unknown := x.collations.Adjust(node)
+		st.changed = st.changed || changed
+		if len(unknown) > 0 && x.logger != nil {
+			x.logger.Warn("collation_compatible strict: the source has no default collation for a character set the statement names; that part runs as written",
+				zap.Strings("charsets", unknown), zap.String("sql", clipSQL(query)))
+		}
 	}
 	if st.primary == nil {
 		return x.translateDatabaseDDL(node, query, st)

@@ -19,6 +19,9 @@ const (
 	CodeHandleError = "sync-handle-error"
 	// CodeFilterError: an event matched a filter rule whose action is Error.
 	CodeFilterError = "sync-filter-error"
+	// CodeCollation: collation_compatible strict could not read the
+	// source's default collations.
+	CodeCollation = "sync-collation"
 )
 
 // ErrNothingToHandle is returned by HandleError when the unit is not stuck

@@ -15,6 +15,7 @@ import (
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/binlog"
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
+	"github.com/dmworker/dm-worker/pkg/collation"
 	"github.com/dmworker/dm-worker/pkg/dbconn"
 	"github.com/dmworker/dm-worker/pkg/errs"
 	"github.com/dmworker/dm-worker/pkg/onlineddl"
@@ -96,6 +97,9 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	s.setStuck(nil)
 	start, err := s.startPoint(ctx)
 	if err != nil {
+		return err
+	}
+	if start.collations, err = s.readCollations(ctx); err != nil {
 		return err
 	}
 	opener := s.streamOpener()
@@ -208,6 +212,9 @@ type runStart struct {
 	safeUntil binlog.Location        // safe mode up to here; zero when not needed
 	gset      mysql.GTIDSet          // the GTID set of cp.loc
 	points    map[tableName]rowPoint // table points (tablepoint.go)
+	// collations are the source's, with collation_compatible strict; nil
+	// when loose.
+	collations *collation.Catalog
 }
 
 // startPoint saves what the last run could not, then returns the saved
@@ -333,6 +340,7 @@ func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.markGap = min(r.interval, markEvery)
 	r.ddl = s.newDDLApplier(r)
+	r.ddl.collations = start.collations
 	return r
 }
 
