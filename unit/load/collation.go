@@ -47,11 +47,15 @@ func (l *Loader) adjustCollations(node ast.StmtNode, orig string) bool {
 // adjustCreateTable returns q, a CREATE TABLE for the target, with the
 // source's default collations written in. The text stays the server's
 // when nothing is missing (MariaDB and MySQL 8 print every collation),
-// since the parser's restored text drops options only MariaDB knows.
+// since the parser's restored text drops options only MariaDB knows, and
+// when the parser cannot read it (MariaDB-only syntax: such a server
+// printed every collation), as in DM.
 func (l *Loader) adjustCreateTable(p *parser.Parser, q string) (string, error) {
 	stmt, err := p.ParseOneStmt(q, "", "")
 	if err != nil {
-		return "", fmt.Errorf("parse the CREATE TABLE to write the source's default collations in (collation_compatible strict): %w", err)
+		l.logger.Warn("collation_compatible strict: the parser cannot read the dumped CREATE TABLE; it runs as the source printed it",
+			zap.String("sql", q), zap.Error(err))
+		return q, nil
 	}
 	if !l.adjustCollations(stmt, q) {
 		return q, nil

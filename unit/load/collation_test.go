@@ -22,12 +22,16 @@ func TestLoadCollations(t *testing.T) {
 	mariadbtest.MustExec(t, e.srcDB, "CREATE DATABASE cdb CHARACTER SET utf8mb4", "CREATE DATABASE cdb2",
 		"CREATE TABLE cdb.t (id INT PRIMARY KEY, a VARCHAR(10), b VARCHAR(10) CHARACTER SET latin1) CHARSET utf8mb4",
 		"INSERT INTO cdb.t VALUES (1, 'Aa', 'x')",
-		"CREATE TABLE cdb2.u (id INT PRIMARY KEY, a VARCHAR(10)) CHARSET utf8mb4 COLLATE utf8mb4_bin")
+		"CREATE TABLE cdb2.u (id INT PRIMARY KEY, a VARCHAR(10)) CHARSET utf8mb4 COLLATE utf8mb4_bin",
+		// MariaDB-only syntax the parser cannot read (INVISIBLE): strict
+		// keeps the server's text, which names every collation.
+		"CREATE TABLE cdb2.inv (id INT PRIMARY KEY, a VARCHAR(10) CHARACTER SET latin1, h INT INVISIBLE)",
+		"INSERT INTO cdb2.inv (id, a, h) VALUES (1, 'x', 7)")
 	source := &collation.Defaults{Server: "latin1_bin", Charsets: map[string]string{
 		"utf8mb4": "utf8mb4_unicode_ci", "latin1": "latin1_bin"}}
 	dump := func(t *testing.T, task string, recorded *collation.Defaults) string {
 		dir := t.TempDir()
-		m := e.dumpTables(t, dir, task, "dump-"+task, 0, tn("cdb", "t"), tn("cdb2", "u"))
+		m := e.dumpTables(t, dir, task, "dump-"+task, 0, tn("cdb", "t"), tn("cdb2", "u"), tn("cdb2", "inv"))
 		// As MySQL 5.7 prints them: no collation where it is the
 		// character set's default, none for a database with neither.
 		m.Schemas[0].CreateSQL = "CREATE DATABASE `cdb` /*!40100 DEFAULT CHARACTER SET utf8mb4 */"
@@ -68,6 +72,9 @@ func TestLoadCollations(t *testing.T) {
 			}
 			if n := queryInt(t, e.dstDB, fmt.Sprintf("SELECT COUNT(*) FROM %s_cdb.t", tc.mode)); n != 1 {
 				t.Errorf("%d rows loaded, want 1", n)
+			}
+			if got := e.dst.QueryString(t, fmt.Sprintf("SELECT CONCAT(a, h) FROM %s_cdb2.inv", tc.mode)); got != "x7" {
+				t.Errorf("the table with an invisible column holds %q, want x7", got)
 			}
 		})
 	}
