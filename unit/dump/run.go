@@ -111,10 +111,14 @@ func (d *Dumper) dump(ctx context.Context) error {
 		return err
 	}
 	m.Schemas = schemas
-	// Always recorded, so that the load of this dump can honour
-	// collation_compatible strict whatever the task says now.
+	// Recorded in either mode, so that the load of this dump can honour
+	// collation_compatible strict whatever the task says then; only
+	// strict needs them now.
 	if m.Collations, err = readCollations(ctx, snap.readers[0]); err != nil {
-		return err
+		if d.cfg.StrictCollation() {
+			return err
+		}
+		d.logger.Warn("the dump does not record the source's default collations; a later collation_compatible strict dumps again", zap.Error(err))
 	}
 	if len(refs) == 0 {
 		d.logger.Warn("the block-allow list selects no table of the source; the dump is empty", zap.Int("schemas", len(schemas)))
