@@ -85,6 +85,9 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	}()
 	r := t.newReader(cp, gset, ch)
 	r.osc = osc
+	if m, ok := st.(memoSource); ok {
+		r.memos = m
+	}
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -360,6 +363,13 @@ type reader struct {
 	oscEnd   []OnlineDDLRecord
 	oscDirty bool
 
+	// memos, with a shared binlog reader, gives the memo of the event
+	// read last: rows events are encoded once for every stream whose
+	// encoding of them is the same (sharedRows). schemaKeys caches the
+	// fingerprints of the schemas read (schemaKey).
+	memos      memoSource
+	schemaKeys map[*sqlschema.Table]string
+
 	// silence: with a stream from the source (which sends heartbeats),
 	// this long without any event means the connection is dead; 0 for
 	// the relay, silent while the source is.
@@ -530,6 +540,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.tr.Cur)
 	}
+	base := s
 	if s, err = fitSchema(s, e.Table); err != nil {
 		return errs.New(CodeSchema, false, "stream %q: rows at binlog %s: %w", r.t.name, r.tr.Cur, err)
 	}
@@ -539,6 +550,11 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		step = 2
 	}
 	r.decideMatch()
+	if r.memos != nil && (r.match != 1 || r.skip == nil) {
+		if done, err := r.sharedRows(ctx, ev, e, base, s, kind, op, step); done || err != nil {
+			return err
+		}
+	}
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
 			continue // not even encoded: a resume inside a big transaction skips fast
