@@ -88,7 +88,7 @@ func (r *reader) sharedRows(ctx context.Context, ev *replication.BinlogEvent, e 
 		rows := make([]sharedRow, 0, len(e.Rows)/step)
 		size := 0
 		for i := 0; i+step <= len(e.Rows); i += step {
-			first, second, two, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
+			first, second, two, err := r.encodeRow(&r.sharedArena, s, kind, op, e.Rows, i, r.position(ev, i/step))
 			if err != nil {
 				return nil, 0, false
 			}
