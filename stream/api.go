@@ -24,6 +24,11 @@ type Event struct {
 	DB, Table string
 	// Op is "c", "u", "d", "r" or "ddl".
 	Op string
+	// rec, when set, is the event's sink record with a newline,
+	// {"key":<Key>,"value":<Value>}\n, Key and Value being parts of it
+	// (the encoder lays a row change out so): the file sink writes it as
+	// it is (writeLines).
+	rec []byte
 }
 
 // Sink delivers batches of events in order. Implementations bound what

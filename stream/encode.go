@@ -209,19 +209,29 @@ func keyJSON(b []byte, s *sqlschema.Table, image []colValue) []byte {
 	return key.end()
 }
 
-// event builds the event of an encoded row change. Its Value and Key share
-// one buffer, sized for both up front, from a when it is not nil.
+// event builds the event of an encoded row change. Its Value and Key are
+// parts of one buffer, sized for both up front, from a when it is not nil:
+// the event's sink record (Event.rec).
 func (e *Encoder) event(a *arena, s *sqlschema.Table, op string, old, cur []colValue, key []byte, pos Position) Event {
+	const recKey, recValue, recEnd = `{"key":`, `,"value":`, "}\n"
 	ev := Event{ID: EventID(e.source, pos), DB: s.Schema, Table: s.Name, Op: op}
-	var buf []byte
+	size := len(recKey) + len(key) + len(recValue) + len(recEnd)
 	if e.format == FormatCanalJSON {
-		buf = e.canalRow(a.take(canalSize(s, old, cur)+len(key)), s, op, old, cur, pos)
+		size += canalSize(s, old, cur)
 	} else {
-		buf = e.debeziumRow(a, a.take(e.debeziumSize(s, old, cur, pos)+len(key)), s, op, old, cur, pos)
+		size += e.debeziumSize(s, old, cur, pos)
 	}
-	n := len(buf)
-	buf = a.keep(append(buf, key...))
-	ev.Value, ev.Key = buf[:n:n], buf[n:]
+	buf := append(append(append(a.take(size), recKey...), key...), recValue...)
+	vs := len(buf)
+	if e.format == FormatCanalJSON {
+		buf = e.canalRow(buf, s, op, old, cur, pos)
+	} else {
+		buf = e.debeziumRow(a, buf, s, op, old, cur, pos)
+	}
+	ve := len(buf)
+	buf = a.keep(append(buf, recEnd...))
+	ks, ke := len(recKey), len(recKey)+len(key)
+	ev.Key, ev.Value, ev.rec = buf[ks:ke:ke], buf[vs:ve:ve], buf
 	return ev
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -98,7 +99,7 @@ func (r *reader) sharedRows(ctx context.Context, ev *replication.BinlogEvent, e 
 				size += eventSize(second)
 			}
 		}
-		return rows, size, true
+		return rows, size + cap(rows)*int(unsafe.Sizeof(sharedRow{})), true
 	})
 	if !ok {
 		return false, nil

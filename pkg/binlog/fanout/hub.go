@@ -22,7 +22,9 @@
 //
 // The hub owns its runs' readers (one at a time, opened lazily by the
 // first subscriber and closed when none is attached) and nothing else; it
-// knows no checkpoints, sinks or tables.
+// knows no checkpoints, sinks or tables. Each rows event in the ring
+// carries a Memo, where subscribers that derive the same thing from the
+// event (stream tasks with the same encoding settings) derive it once.
 package fanout
 
 import (
