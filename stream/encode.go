@@ -128,8 +128,8 @@ func (e *Encoder) row(a *arena, s *sqlschema.Table, op string, before, after []a
 	if op == "d" {
 		keyImage = old
 	}
-	var kb [keyStack]byte
-	return e.event(a, s, op, old, cur, keyJSON(kb[:0], s, keyImage), pos), nil
+	img.key = keyJSON(img.key[:0], s, keyImage)
+	return e.event(a, s, op, old, cur, img.key, pos), nil
 }
 
 // Update encodes an update of table s: one "u" event, or, when the update
@@ -167,8 +167,8 @@ func (e *Encoder) update(a *arena, s *sqlschema.Table, before, after []any, pos 
 		return Event{}, Event{}, false, err
 	}
 	img.cur = cur
-	var ob, nb [keyStack]byte
-	oldKey, newKey := keyJSON(ob[:0], s, old), keyJSON(nb[:0], s, cur)
+	img.key, img.oldKey = keyJSON(img.key[:0], s, cur), keyJSON(img.oldKey[:0], s, old)
+	oldKey, newKey := img.oldKey, img.key
 	if bytes.Equal(oldKey, newKey) {
 		return e.event(a, s, "u", old, cur, newKey, pos), Event{}, false, nil
 	}
@@ -177,14 +177,14 @@ func (e *Encoder) update(a *arena, s *sqlschema.Table, before, after []any, pos 
 	return del, e.event(a, s, "c", nil, cur, newKey, pos), true, nil
 }
 
-// keyStack is the key size Row and Update build on the stack before event
-// copies the key beside the value.
-const keyStack = 128
-
-// images are the two encoded row images of one row change, reused through
-// imagePool: a row change then allocates only its event's identity and
-// the one buffer of its key and value.
-type images struct{ old, cur []colValue }
+// images are the two encoded row images of one row change and the
+// buffers its keys are built in (event copies a key beside the value),
+// reused through imagePool: a row change then allocates only its event's
+// identity and the one buffer of its key and value.
+type images struct {
+	old, cur    []colValue
+	key, oldKey []byte
+}
 
 var imagePool = sync.Pool{New: func() any { return new(images) }}
 
@@ -251,9 +251,11 @@ type arena struct {
 	// src is the debezium source block of the last event, which the
 	// other rows of its rows event share but for "row".
 	src sourceBlock
-	// nowMs is the last encoding time written, nowText its digits.
+	// nowMs is the last encoding time written, nowText its digits;
+	// while held (hold), nowMs is the time of every event.
 	nowMs   int64
 	nowText []byte
+	held    bool
 	// names are the member names, `"<column>":`, of the columns of
 	// namesOf (the table of the last event).
 	namesOf *sqlschema.Table
@@ -308,12 +310,26 @@ func (a *arena) appendSource(b []byte, source, db, table string, pos Position) [
 	return append(b, c.tail...)
 }
 
+// hold reads e's clock once for the events encoded until release: the
+// rows of one rows event take one encoding time (reading the clock costs
+// more than encoding a small row's numbers).
+func (a *arena) hold(e *Encoder) {
+	a.nowMs, a.held = e.now().UnixMilli(), true
+	a.nowText = strconv.AppendInt(a.nowText[:0], a.nowMs, 10)
+}
+
+// release ends hold.
+func (a *arena) release() { a.held = false }
+
 // appendNow appends the encoding time e gives now in ms, the digits reused
 // while the millisecond is the same.
 func (a *arena) appendNow(b []byte, e *Encoder) []byte {
-	ms := e.now().UnixMilli()
 	if a == nil {
-		return strconv.AppendInt(b, ms, 10)
+		return strconv.AppendInt(b, e.now().UnixMilli(), 10)
+	}
+	ms := a.nowMs
+	if !a.held {
+		ms = e.now().UnixMilli()
 	}
 	if ms != a.nowMs || len(a.nowText) == 0 {
 		a.nowMs, a.nowText = ms, strconv.AppendInt(a.nowText[:0], ms, 10)

@@ -468,10 +468,13 @@ func (r *reader) cut(ctx context.Context, idle bool) error {
 	r.since = time.Time{}
 	select {
 	case r.out <- b:
-		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+	if r.arena.held {
+		r.arena.hold(r.t.enc) // the rest of a rows event is encoded after the wait
+	}
+	return nil
 }
 
 // waiting notes that the next batch has something from now on.
@@ -580,6 +583,8 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 			return err
 		}
 	}
+	r.arena.hold(r.t.enc)
+	defer r.arena.release()
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
 			continue // not even encoded: a resume inside a big transaction skips fast

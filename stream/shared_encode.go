@@ -86,6 +86,8 @@ func (r *reader) sharedRows(ctx context.Context, ev *replication.BinlogEvent, e 
 	}
 	key := encodingKey{format: r.t.enc.format, source: r.t.enc.source, schema: schema, file: r.tr.Cur.Name, gtid: r.tr.GTID}
 	v, ok := memo.Do(key, func() (any, int, bool) {
+		r.sharedArena.hold(r.t.enc)
+		defer r.sharedArena.release()
 		rows := make([]sharedRow, 0, len(e.Rows)/step)
 		size := 0
 		for i := 0; i+step <= len(e.Rows); i += step {
