@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/dmworker/dm-worker/config"
 	"github.com/dmworker/dm-worker/pkg/fsutil"
@@ -56,10 +55,7 @@ type fileSink struct {
 	f    *os.File // the current file; nil before the first Write and after a failure
 	seq  int      // sequence number of f
 	size int64    // bytes in f
-	buf  []byte   // lines not yet written to f (of events without Event.rec)
-	// iov are the lines not yet written to f, pending their bytes.
-	iov     [][]byte
-	pending int64
+	buf  []byte   // lines not yet written to f
 	// written counts the batches WriteBuffered wrote (their marks);
 	// durable is the highest mark whose lines are fsynced.
 	written, durable int64
@@ -238,10 +234,7 @@ func (s *fileSink) write(batch []Event) (int, error) {
 
 // writeLines appends batch without fsyncing the file it ends in; it
 // returns how many leading events are durable (in files a rotation closed
-// and fsynced) when it fails. Lines go to the file by writev(2), up to
-// fileFlushSize bytes or fileFlushLines lines at a time: an event the
-// encoder laid out as its line (Event.rec) as it is, without a copy,
-// others through buf.
+// and fsynced) when it fails.
 func (s *fileSink) writeLines(batch []Event) (int, error) {
 	if s.f == nil {
 		if err := s.open(); err != nil {
@@ -249,25 +242,17 @@ func (s *fileSink) writeLines(batch []Event) (int, error) {
 		}
 	}
 	durable := 0
-	s.buf, s.iov, s.pending = s.buf[:0], s.iov[:0], 0
+	s.buf = s.buf[:0]
 	for i, e := range batch {
-		if total := s.size + s.pending; total > 0 && total >= s.rotate {
+		if total := s.size + int64(len(s.buf)); total > 0 && total >= s.rotate {
 			if err := s.next(); err != nil {
 				return durable, err
 			}
 			durable = i
 		}
-		line := e.rec
-		if line == nil {
-			// Earlier lines of buf stay where they are if buf grows: an
-			// append copies them, it does not move the old array.
-			at := len(s.buf)
-			s.buf = append(appendSinkRecord(s.buf, e), '\n')
-			line = s.buf[at:]
-		}
-		s.iov = append(s.iov, line)
-		s.pending += int64(len(line))
-		if s.pending >= fileFlushSize || len(s.iov) >= fileFlushLines {
+		s.buf = appendSinkRecord(s.buf, e)
+		s.buf = append(s.buf, '\n')
+		if len(s.buf) >= fileFlushSize {
 			if err := s.flush(); err != nil {
 				return durable, err
 			}
@@ -279,68 +264,18 @@ func (s *fileSink) writeLines(batch []Event) (int, error) {
 	return durable, nil
 }
 
-// fileFlushLines bounds the lines of one writev(2) (the kernel's IOV_MAX is
-// 1,024).
-const fileFlushLines = 1024
-
-// flush writes the pending lines to the current file.
+// flush writes the buffered lines to the current file.
 func (s *fileSink) flush() error {
-	if len(s.iov) == 0 {
+	if len(s.buf) == 0 {
 		return nil
 	}
-	n, err := writeAll(s.f, s.iov)
+	n, err := s.f.Write(s.buf)
 	s.size += int64(n)
-	clear(s.iov) // hold no event's memory
-	s.buf, s.iov, s.pending = s.buf[:0], s.iov[:0], 0
+	s.buf = s.buf[:0]
 	if err != nil {
 		return fmt.Errorf("write %s: %w", s.f.Name(), err)
 	}
 	return nil
-}
-
-// writeAll writes every byte of iov to f with writev(2), again after a
-// short write, and returns how many it wrote. It changes iov.
-func writeAll(f *os.File, iov [][]byte) (int, error) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for len(iov) > 0 {
-		var (
-			n    int
-			werr error
-		)
-		if err := rc.Write(func(fd uintptr) bool {
-			n, werr = unix.Writev(int(fd), iov)
-			return werr != unix.EAGAIN
-		}); err != nil {
-			return total, err
-		}
-		if werr == unix.EINTR {
-			continue
-		}
-		if werr != nil {
-			return total, werr
-		}
-		if n == 0 {
-			return total, io.ErrShortWrite
-		}
-		total += n
-		for n > 0 {
-			if n >= len(iov[0]) {
-				n -= len(iov[0])
-				iov = iov[1:]
-			} else {
-				iov[0] = iov[0][n:]
-				n = 0
-			}
-		}
-		for len(iov) > 0 && len(iov[0]) == 0 {
-			iov = iov[1:]
-		}
-	}
-	return total, nil
 }
 
 // next finishes the current file (flush, fsync, close) and creates the
@@ -424,8 +359,7 @@ func (s *fileSink) create(seq int) error {
 // reset closes the current file after a failure; the next attempt opens it
 // again and cuts a torn line.
 func (s *fileSink) reset() {
-	clear(s.iov)
-	s.buf, s.iov, s.pending = s.buf[:0], s.iov[:0], 0
+	s.buf = s.buf[:0]
 	if s.f != nil {
 		if err := s.f.Close(); err != nil {
 			s.logger.Warn("file sink: close after a failed write", zap.String("file", s.f.Name()), zap.Error(err))

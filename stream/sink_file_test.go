@@ -216,9 +216,9 @@ func TestNewSinkErrors(t *testing.T) {
 }
 
 // The file sink writes the lines of events the encoder laid out as their
-// records (Event.rec, written without a copy) and of events built by hand
-// alike, in order, across rotations and more lines than one writev takes:
-// every line is exactly {"key":<Key>,"value":<Value>}.
+// records (Event.rec, copied in one piece) and of events built by hand
+// alike, in order, across rotations and flushes: every line is exactly
+// {"key":<Key>,"value":<Value>}.
 func TestFileSinkEncodedLines(t *testing.T) {
 	dir := t.TempDir()
 	sink := newTestFileSink(t, dir, 64<<10)
