@@ -128,8 +128,8 @@ func (e *Encoder) row(a *arena, s *sqlschema.Table, op string, before, after []a
 	if op == "d" {
 		keyImage = old
 	}
-	var kb [keyStack]byte
-	return e.event(a, s, op, old, cur, keyJSON(kb[:0], s, keyImage), pos), nil
+	img.key = keyJSON(img.key[:0], s, keyImage)
+	return e.event(a, s, op, old, cur, img.key, pos), nil
 }
 
 // Update encodes an update of table s: one "u" event, or, when the update
@@ -167,8 +167,8 @@ func (e *Encoder) update(a *arena, s *sqlschema.Table, before, after []any, pos 
 		return Event{}, Event{}, false, err
 	}
 	img.cur = cur
-	var ob, nb [keyStack]byte
-	oldKey, newKey := keyJSON(ob[:0], s, old), keyJSON(nb[:0], s, cur)
+	img.key, img.oldKey = keyJSON(img.key[:0], s, cur), keyJSON(img.oldKey[:0], s, old)
+	oldKey, newKey := img.oldKey, img.key
 	if bytes.Equal(oldKey, newKey) {
 		return e.event(a, s, "u", old, cur, newKey, pos), Event{}, false, nil
 	}
@@ -177,14 +177,14 @@ func (e *Encoder) update(a *arena, s *sqlschema.Table, before, after []any, pos 
 	return del, e.event(a, s, "c", nil, cur, newKey, pos), true, nil
 }
 
-// keyStack is the key size Row and Update build on the stack before event
-// copies the key beside the value.
-const keyStack = 128
-
-// images are the two encoded row images of one row change, reused through
-// imagePool: a row change then allocates only its event's identity and
-// the one buffer of its key and value.
-type images struct{ old, cur []colValue }
+// images are the two encoded row images of one row change and the
+// buffers its keys are built in (event copies a key beside the value),
+// reused through imagePool: a row change then allocates only its event's
+// identity and the one buffer of its key and value.
+type images struct {
+	old, cur    []colValue
+	key, oldKey []byte
+}
 
 var imagePool = sync.Pool{New: func() any { return new(images) }}
 
@@ -209,19 +209,29 @@ func keyJSON(b []byte, s *sqlschema.Table, image []colValue) []byte {
 	return key.end()
 }
 
-// event builds the event of an encoded row change. Its Value and Key share
-// one buffer, sized for both up front, from a when it is not nil.
+// event builds the event of an encoded row change. Its Value and Key are
+// parts of one buffer, sized for both up front, from a when it is not nil:
+// the event's sink record (Event.rec).
 func (e *Encoder) event(a *arena, s *sqlschema.Table, op string, old, cur []colValue, key []byte, pos Position) Event {
+	const recKey, recValue, recEnd = `{"key":`, `,"value":`, "}\n"
 	ev := Event{ID: EventID(e.source, pos), DB: s.Schema, Table: s.Name, Op: op}
-	var buf []byte
+	size := len(recKey) + len(key) + len(recValue) + len(recEnd)
 	if e.format == FormatCanalJSON {
-		buf = e.canalRow(a.take(canalSize(s, old, cur)+len(key)), s, op, old, cur, pos)
+		size += canalSize(s, old, cur)
 	} else {
-		buf = e.debeziumRow(a.take(e.debeziumSize(s, old, cur, pos)+len(key)), s, op, old, cur, pos)
+		size += e.debeziumSize(s, old, cur, pos)
 	}
-	n := len(buf)
-	buf = a.keep(append(buf, key...))
-	ev.Value, ev.Key = buf[:n:n], buf[n:]
+	buf := append(append(append(a.take(size), recKey...), key...), recValue...)
+	vs := len(buf)
+	if e.format == FormatCanalJSON {
+		buf = e.canalRow(buf, s, op, old, cur, pos)
+	} else {
+		buf = e.debeziumRow(a, buf, s, op, old, cur, pos)
+	}
+	ve := len(buf)
+	buf = a.keep(append(buf, recEnd...))
+	ks, ke := len(recKey), len(recKey)+len(key)
+	ev.Key, ev.Value, ev.rec = buf[ks:ke:ke], buf[vs:ve:ve], buf
 	return ev
 }
 
@@ -234,6 +244,97 @@ const arenaChunk = 256 << 10
 // wrote them. A nil *arena allocates every buffer on its own.
 type arena struct {
 	chunk []byte // the current chunk; chunk[len(chunk):] is free
+	// free, when set, gives recycled chunks; used are the chunks taken
+	// since the last seal.
+	free <-chan []byte
+	used [][]byte
+	// src is the debezium source block of the last event, which the
+	// other rows of its rows event share but for "row".
+	src sourceBlock
+	// nowMs is the last encoding time written, nowText its digits;
+	// while held (hold), nowMs is the time of every event.
+	nowMs   int64
+	nowText []byte
+	held    bool
+	// names are the member names, `"<column>":`, of the columns of
+	// namesOf (the table of the last event).
+	namesOf *sqlschema.Table
+	names   []string
+}
+
+// columnNames returns the member names of s's columns, `"<column>":`,
+// built once per table in a row (nil a: nil).
+func (a *arena) columnNames(s *sqlschema.Table) []string {
+	if a == nil {
+		return nil
+	}
+	if a.namesOf != s || len(a.names) != len(s.Columns) {
+		a.names = a.names[:0]
+		for i := range s.Columns {
+			a.names = append(a.names, string(append(appendJSONString(nil, s.Columns[i].Name), ':')))
+		}
+		a.namesOf = s
+	}
+	return a.names
+}
+
+// sourceBlock is a debezium "source" block cut around its row number:
+// head runs from its opening brace to `"row":`, tail from the comma after
+// the number to the closing brace; the fields it was built for come first.
+type sourceBlock struct {
+	source, db, table, file, gtid string
+	pos, serverID                 uint32
+	tsMs                          int64
+	snapshot, valid               bool
+	head, tail                    []byte
+}
+
+// appendSource appends the source block of an event from source of
+// db.table at pos, reusing the last one's text when only the row differs.
+func (a *arena) appendSource(b []byte, source, db, table string, pos Position) []byte {
+	c := &a.src
+	if !c.valid || c.pos != pos.Pos || c.file != pos.File || c.gtid != pos.GTID || c.serverID != pos.ServerID ||
+		c.tsMs != pos.TsMs || c.snapshot != pos.Snapshot || c.table != table || c.db != db || c.source != source {
+		full := appendSourceBlock(c.head[:0], source, db, table, pos)
+		// Cut around the row number: head ends with `"row":`, tail starts
+		// at the comma after the digits.
+		at := bytes.Index(full, []byte(`,"row":`)) + len(`,"row":`)
+		end := at + bytes.IndexByte(full[at:], ',')
+		c.head = full[:at:at]
+		c.tail = append(c.tail[:0], full[end:]...)
+		*c = sourceBlock{source: source, db: db, table: table, file: pos.File, gtid: pos.GTID, pos: pos.Pos,
+			serverID: pos.ServerID, tsMs: pos.TsMs, snapshot: pos.Snapshot, valid: true, head: c.head, tail: c.tail}
+	}
+	b = append(b, c.head...)
+	b = strconv.AppendInt(b, int64(pos.Row), 10)
+	return append(b, c.tail...)
+}
+
+// hold reads e's clock once for the events encoded until release: the
+// rows of one rows event take one encoding time (reading the clock costs
+// more than encoding a small row's numbers).
+func (a *arena) hold(e *Encoder) {
+	a.nowMs, a.held = e.now().UnixMilli(), true
+	a.nowText = strconv.AppendInt(a.nowText[:0], a.nowMs, 10)
+}
+
+// release ends hold.
+func (a *arena) release() { a.held = false }
+
+// appendNow appends the encoding time e gives now in ms, the digits reused
+// while the millisecond is the same.
+func (a *arena) appendNow(b []byte, e *Encoder) []byte {
+	if a == nil {
+		return strconv.AppendInt(b, e.now().UnixMilli(), 10)
+	}
+	ms := a.nowMs
+	if !a.held {
+		ms = e.now().UnixMilli()
+	}
+	if ms != a.nowMs || len(a.nowText) == 0 {
+		a.nowMs, a.nowText = ms, strconv.AppendInt(a.nowText[:0], ms, 10)
+	}
+	return append(b, a.nowText...)
 }
 
 // take returns an empty buffer with room for at least size bytes: the free
@@ -243,9 +344,34 @@ func (a *arena) take(size int) []byte {
 		return make([]byte, 0, size)
 	}
 	if cap(a.chunk)-len(a.chunk) < size {
-		a.chunk = make([]byte, 0, arenaChunk)
+		a.chunk = a.newChunk()
 	}
 	return a.chunk[len(a.chunk):len(a.chunk):cap(a.chunk)]
+}
+
+// newChunk is an empty chunk: a recycled one when free has one.
+func (a *arena) newChunk() []byte {
+	if a.free == nil {
+		return make([]byte, 0, arenaChunk)
+	}
+	var c []byte
+	select {
+	case c = <-a.free:
+		c = c[:0]
+	default:
+		c = make([]byte, 0, arenaChunk)
+	}
+	a.used = append(a.used, c)
+	return c
+}
+
+// seal returns the chunks taken since the last seal and starts the next
+// event in a new chunk, so that each chunk holds the events of one batch
+// only (with free set).
+func (a *arena) seal() [][]byte {
+	used := a.used
+	a.used, a.chunk = nil, nil
+	return used
 }
 
 // keep marks buf, filled from take's buffer, as used and returns it with
@@ -345,8 +471,9 @@ func encodeImage(dst []colValue, s *sqlschema.Table, row []any, snapshot bool) (
 
 // debeziumRow is the payload of Debezium's MySQL connector without the
 // schema part: before, after, op, ts_ms, source.
-func (e *Encoder) debeziumRow(b []byte, s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
+func (e *Encoder) debeziumRow(a *arena, b []byte, s *sqlschema.Table, op string, before, after []colValue, pos Position) []byte {
 	o := startObject(b)
+	names := a.columnNames(s)
 	for _, img := range [2]struct {
 		quoted string
 		vals   []colValue
@@ -358,7 +485,11 @@ func (e *Encoder) debeziumRow(b []byte, s *sqlschema.Table, op string, before, a
 		}
 		row := startObject(o.buf)
 		for i := range s.Columns {
-			row.key(s.Columns[i].Name)
+			if names != nil {
+				row.lit(names[i])
+			} else {
+				row.key(s.Columns[i].Name)
+			}
 			row.buf = img.vals[i].debezium(row.buf)
 		}
 		o.buf = row.end()
@@ -366,17 +497,27 @@ func (e *Encoder) debeziumRow(b []byte, s *sqlschema.Table, op string, before, a
 	o.lit(`"op":`)
 	o.buf = appendJSONString(o.buf, op)
 	o.lit(`"ts_ms":`)
-	o.buf = strconv.AppendInt(o.buf, e.now().UnixMilli(), 10)
-	e.debeziumSource(&o, s.Schema, s.Name, pos)
+	o.buf = a.appendNow(o.buf, e)
+	if a == nil {
+		e.debeziumSource(&o, s.Schema, s.Name, pos)
+	} else {
+		o.lit(`"source":`)
+		o.buf = a.appendSource(o.buf, e.source, s.Schema, s.Name, pos)
+	}
 	return o.end()
 }
 
 // debeziumSource writes the "source" block.
 func (e *Encoder) debeziumSource(o *jsonObject, db, table string, pos Position) {
 	o.lit(`"source":`)
-	src := startObject(o.buf)
+	o.buf = appendSourceBlock(o.buf, e.source, db, table, pos)
+}
+
+// appendSourceBlock appends the debezium "source" object.
+func appendSourceBlock(b []byte, source, db, table string, pos Position) []byte {
+	src := startObject(b)
 	src.lit(`"name":`)
-	src.buf = appendJSONString(src.buf, e.source)
+	src.buf = appendJSONString(src.buf, source)
 	src.lit(`"db":`)
 	src.buf = appendJSONString(src.buf, db)
 	src.lit(`"table":`)
@@ -399,7 +540,7 @@ func (e *Encoder) debeziumSource(o *jsonObject, db, table string, pos Position) 
 	src.buf = strconv.AppendInt(src.buf, pos.TsMs, 10)
 	src.lit(`"snapshot":`)
 	src.buf = strconv.AppendBool(src.buf, pos.Snapshot)
-	o.buf = src.end()
+	return src.end()
 }
 
 // canalHead starts a canal-json object with id, database and table.

@@ -24,8 +24,13 @@ func TestEncodeArenaEventsAlike(t *testing.T) {
 			}
 			before := []any{int32(i), name, int64(i), int64(1)}
 			after := []any{int32(i + i%2), name + "!", int64(-i), int64(2)}
+			// Rows events of a few rows each, in two files, with and
+			// without GTIDs: the arena's source block follows them.
 			pos := encPos
-			pos.Row = i
+			pos.Row, pos.Pos, pos.TsMs = i%5, uint32(1000+i/5*300), encPos.TsMs+int64(i/10)
+			if i%400 >= 200 {
+				pos.File, pos.GTID, pos.ServerID = "mariadb-bin.000004", "", 2
+			}
 			ev, err := e.row(&a, s, "c", nil, after, pos)
 			if err != nil {
 				t.Fatal(err)

@@ -1,8 +1,10 @@
 package stream
 
 import (
+	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // jsonObject appends a JSON object to buf member by member, in the order
@@ -80,12 +82,28 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
+// plain8 reports whether the eight bytes of s from i are all plain
+// (jsonPlain): none below 0x20, none from 0x80, no '"' and no '\\'.
+func plain8(s string, i int) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
+	q, bs := w^(lo*'"'), w^(lo*'\\')
+	// Bytes below 0x20, zero bytes of q or bs (a quote or a backslash in
+	// w), and bytes from 0x80 each leave their high bit in special; with
+	// no high bit in w the first three tests are exact.
+	special := (w-lo*0x20)&^w | (q-lo)&^q | (bs-lo)&^bs | w
+	return special&hi == 0
+}
+
 // appendJSONString appends s as a JSON string. Invalid UTF-8 becomes
 // U+FFFD, as encoding/json does; <, > and & stay as they are.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) && plain8(s, i) {
+			i += 8 // eight plain bytes at a time
+		}
 		for i < len(s) && jsonPlain[s[i]] {
 			i++ // the common case: a run of ASCII that needs no escape
 		}

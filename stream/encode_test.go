@@ -26,7 +26,7 @@ func encSchema(t *testing.T) *sqlschema.Table {
 	return &sqlschema.Table{Schema: "shop", Name: "orders", Columns: cols, RowKey: []int{0}, KeyReason: sqlschema.KeyPrimary, RowKeyIndex: "PRIMARY"}
 }
 
-func encEncoder(t *testing.T, format string) *Encoder {
+func encEncoder(t testing.TB, format string) *Encoder {
 	t.Helper()
 	e, err := NewEncoder("mysql-01", format, WithNow(func() time.Time { return time.UnixMilli(1764547200123) }))
 	if err != nil {

@@ -1,7 +1,9 @@
 package stream
 
 import (
+	"bytes"
 	"database/sql"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -13,7 +15,7 @@ import (
 )
 
 // testColumn builds a column the way SchemaCache does.
-func encColumn(t *testing.T, dataType, columnType, charset string) sqlschema.Column {
+func encColumn(t testing.TB, dataType, columnType, charset string) sqlschema.Column {
 	t.Helper()
 	c, err := sqlschema.NewColumn("c", dataType, columnType, charset, true)
 	if err != nil {
@@ -207,5 +209,33 @@ func TestEncodeValueErrors(t *testing.T) {
 				t.Errorf("error = %q, want it to name the column and say %q", err, c.want)
 			}
 		})
+	}
+}
+
+// appendJSONString's eight-bytes-at-a-time scan gives what encoding/json
+// gives for every byte value at every offset of a word.
+func TestAppendJSONStringWords(t *testing.T) {
+	for c := range 256 {
+		for at := range 17 {
+			b := []byte(strings.Repeat("abcdefgh", 3))
+			b[at] = byte(c)
+			s := string(b)
+			want, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = bytes.ReplaceAll(want, []byte(`\u003c`), []byte("<"))
+			want = bytes.ReplaceAll(want, []byte(`\u003e`), []byte(">"))
+			want = bytes.ReplaceAll(want, []byte(`\u0026`), []byte("&"))
+			switch c { // encoding/json's short forms of these two
+			case '\b':
+				want = bytes.ReplaceAll(want, []byte(`\b`), []byte(`\u0008`))
+			case '\f':
+				want = bytes.ReplaceAll(want, []byte(`\f`), []byte(`\u000c`))
+			}
+			if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+				t.Fatalf("byte %#x at %d: %s, want %s", c, at, got, want)
+			}
+		}
 	}
 }

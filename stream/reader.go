@@ -44,6 +44,9 @@ type batch struct {
 	ts uint32
 	// caughtUp: the batch was cut because no event came for a while.
 	caughtUp bool
+	// chunks are the reader's arena chunks that only events of this
+	// batch use: recycled once the sink wrote them (recycler).
+	chunks [][]byte
 }
 
 // stream reads the binlog from cp.Location and delivers its changes until
@@ -85,6 +88,16 @@ func (t *Task) stream(ctx context.Context, cp Checkpoint, flavor string) error {
 	}()
 	r := t.newReader(cp, gset, ch)
 	r.osc = osc
+	if _, ok := t.cfg.Sink.(BufferedSink); ok {
+		// What a buffered sink wrote is in the file (the page cache):
+		// the events' memory can be used again at once.
+		r.recycle = newRecycler()
+		r.arena.free = r.recycle.chunks
+		w.recycle = r.recycle
+	}
+	if m, ok := st.(memoSource); ok {
+		r.memos = m
+	}
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -142,6 +155,9 @@ type writer struct {
 	// unsaved counts the events acknowledged since the last Save or
 	// SaveLocal.
 	unsaved int
+	// recycle takes back what a buffered sink wrote (nil: nothing is
+	// recycled).
+	recycle *recycler
 }
 
 // sameAck reports whether a and b name the same acknowledged point.
@@ -163,7 +179,8 @@ func sameAck(a, b Checkpoint) bool {
 type BufferedSink interface {
 	Sink
 	// WriteBuffered writes batch, retrying with backoff as Write does, and
-	// returns its mark; it does not make it durable.
+	// returns its mark; it does not make it durable. It keeps nothing of
+	// batch once it returned: the task reuses the events' memory.
 	WriteBuffered(ctx context.Context, batch []Event) (mark int64, err error)
 	// SyncTo returns once the batch of mark and every earlier one are
 	// durable. It may run while WriteBuffered runs; an error means the
@@ -231,6 +248,7 @@ loop:
 			if mark, err = w.t.writeBuffered(ctx, bs, b.events); err != nil {
 				break
 			}
+			w.recycle.put(b)
 		}
 		select {
 		case queue <- written{b: batch{end: b.end, txn: b.txn, osc: b.osc, ts: b.ts, caughtUp: b.caughtUp}, n: len(b.events), mark: mark}:
@@ -333,10 +351,15 @@ type reader struct {
 	lastTS uint32
 
 	events []Event
-	// arena holds the buffers of the events' keys and values.
-	arena arena
-	bytes int       // the size of events (eventSize)
-	since time.Time // when what the next batch holds began to wait
+	// arena holds the buffers of the events' keys and values; with a
+	// buffered sink its chunks and the batches' event slices are
+	// recycled once the sink wrote them (recycler). sharedArena holds
+	// those of the events encoded for other streams too (sharedRows),
+	// which are never recycled.
+	arena, sharedArena arena
+	recycle            *recycler
+	bytes              int       // the size of events (eventSize)
+	since              time.Time // when what the next batch holds began to wait
 	// maxEvents and maxBytes cut a batch (inside a transaction too).
 	maxEvents, maxBytes int
 
@@ -359,6 +382,13 @@ type reader struct {
 	osc      *onlineddl.Tracker
 	oscEnd   []OnlineDDLRecord
 	oscDirty bool
+
+	// memos, with a shared binlog reader, gives the memo of the event
+	// read last: rows events are encoded once for every stream whose
+	// encoding of them is the same (sharedRows). schemaKeys caches the
+	// fingerprints of the schemas read (schemaKey).
+	memos      memoSource
+	schemaKeys map[*sqlschema.Table]string
 
 	// silence: with a stream from the source (which sends heartbeats),
 	// this long without any event means the connection is dead; 0 for
@@ -427,16 +457,24 @@ func (r *reader) cut(ctx context.Context, idle bool) error {
 		b.txn = &p
 	}
 	if len(b.events) > 0 {
-		r.events = make([]Event, 0, r.maxEvents)
+		if r.recycle != nil {
+			b.chunks = r.arena.seal()
+			r.events = r.recycle.events(r.maxEvents)
+		} else {
+			r.events = make([]Event, 0, r.maxEvents)
+		}
 		r.bytes = 0
 	}
 	r.since = time.Time{}
 	select {
 	case r.out <- b:
-		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+	if r.arena.held {
+		r.arena.hold(r.t.enc) // the rest of a rows event is encoded after the wait
+	}
+	return nil
 }
 
 // waiting notes that the next batch has something from now on.
@@ -530,6 +568,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.tr.Cur)
 	}
+	base := s
 	if s, err = fitSchema(s, e.Table); err != nil {
 		return errs.New(CodeSchema, false, "stream %q: rows at binlog %s: %w", r.t.name, r.tr.Cur, err)
 	}
@@ -539,11 +578,18 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		step = 2
 	}
 	r.decideMatch()
+	if r.memos != nil && (r.match != 1 || r.skip == nil) {
+		if done, err := r.sharedRows(ctx, ev, e, base, s, kind, op, step); done || err != nil {
+			return err
+		}
+	}
+	r.arena.hold(r.t.enc)
+	defer r.arena.release()
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
 			continue // not even encoded: a resume inside a big transaction skips fast
 		}
-		first, second, two, err := r.encodeRow(s, kind, op, e.Rows, i, r.position(ev, i/step))
+		first, second, two, err := r.encodeRow(&r.arena, s, kind, op, e.Rows, i, r.position(ev, i/step))
 		if err != nil {
 			return errs.New(CodeEncode, false, "stream %q: row %d of the rows event at binlog %s: %w", r.t.name, i/step, r.tr.Cur, err)
 		}
@@ -564,14 +610,14 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 // encodeRow encodes row i of a rows event of kind: one event, or two
 // (second set, two true) for an update that changes the key
 // (Encoder.Update).
-func (r *reader) encodeRow(s *sqlschema.Table, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) (first, second Event, two bool, err error) {
+func (r *reader) encodeRow(a *arena, s *sqlschema.Table, kind binlog.RowsKind, op string, rows [][]any, i int, pos Position) (first, second Event, two bool, err error) {
 	switch kind {
 	case binlog.RowsUpdate:
-		return r.t.enc.update(&r.arena, s, rows[i], rows[i+1], pos)
+		return r.t.enc.update(a, s, rows[i], rows[i+1], pos)
 	case binlog.RowsDelete:
-		first, err = r.t.enc.row(&r.arena, s, op, rows[i], nil, pos)
+		first, err = r.t.enc.row(a, s, op, rows[i], nil, pos)
 	default:
-		first, err = r.t.enc.row(&r.arena, s, op, nil, rows[i], pos)
+		first, err = r.t.enc.row(a, s, op, nil, rows[i], pos)
 	}
 	return first, Event{}, false, err
 }

@@ -75,6 +75,9 @@ func NewSink(stream string, cfg config.SinkConfig, logger *zap.Logger) (Sink, er
 // every sink carries (a file line, a webhook array element, a NATS body, a
 // Kafka record value). An empty Key or Value is written as null.
 func appendSinkRecord(buf []byte, e Event) []byte {
+	if e.rec != nil {
+		return append(buf, e.rec[:len(e.rec)-1]...)
+	}
 	buf = append(buf, `{"key":`...)
 	buf = appendRawJSON(buf, e.Key)
 	buf = append(buf, `,"value":`...)

@@ -451,17 +451,19 @@ FROM crash.seq_1_to_%d`, fillRows))
 }
 
 // TestStreamSurvivesKill9 kills the worker with SIGKILL at random moments
-// while a workload runs and two streams (file, NATS) deliver it, relay
+// while a workload runs and three streams (two files, NATS; their settings
+// alike, so they share one encoding of each rows event) deliver it, relay
 // off; then turns relay on (dmctl source update) and kills it once more.
 // Every change must be delivered at least once (the copies equal the
 // source) and the NATS stream must hold each identity once.
 func TestStreamSurvivesKill9(t *testing.T) {
 	e := newStreamEnv(t, streamEnvOptions{})
 	ns := natstest.Start(t)
-	dir := t.TempDir()
+	dir, dir2 := t.TempDir(), t.TempDir()
 	e.createStream("crash-file", fileSink(dir), false)
+	e.createStream("crash-file2", fileSink(dir2), false)
 	e.createStream("crash-nats", natsSink(ns.URL(), "cdc.crash"), false)
-	for _, n := range []string{"crash-file", "crash-nats"} {
+	for _, n := range []string{"crash-file", "crash-file2", "crash-nats"} {
 		e.waitStream(n, 30*time.Second, "streaming", streamDoc.streaming)
 	}
 	e.writeTypes()
@@ -500,7 +502,7 @@ func TestStreamSurvivesKill9(t *testing.T) {
 	if hits < (streamKills+1)/2 {
 		t.Errorf("only %d of %d kills hit a streaming task; the test did not exercise crash recovery", hits, streamKills+1)
 	}
-	for _, n := range []string{"crash-file", "crash-nats"} {
+	for _, n := range []string{"crash-file", "crash-file2", "crash-nats"} {
 		e.waitStream(n, 30*time.Second, "streaming after the last restart", streamDoc.streaming)
 	}
 	wl.waitCommits(t, 30*time.Second, wl.commits.Load()+200)
@@ -508,8 +510,9 @@ func TestStreamSurvivesKill9(t *testing.T) {
 		t.Fatalf("workload: %v", err)
 	}
 	t.Logf("workload stopped: %s", wl)
-	e.waitCaughtUp(time.Minute, "crash-file", "crash-nats")
+	e.waitCaughtUp(time.Minute, "crash-file", "crash-file2", "crash-nats")
 	e.verifyApplied("file", e.readFile(dir, "crash-file"))
+	e.verifyApplied("file2", e.readFile(dir2, "crash-file2"))
 	e.verifyApplied("nats", e.readNATS(ns, "cdc.crash"))
 }
 

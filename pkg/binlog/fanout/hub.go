@@ -22,13 +22,16 @@
 //
 // The hub owns its runs' readers (one at a time, opened lazily by the
 // first subscriber and closed when none is attached) and nothing else; it
-// knows no checkpoints, sinks or tables.
+// knows no checkpoints, sinks or tables. Each rows event in the ring
+// carries a Memo, where subscribers that derive the same thing from the
+// event (stream tasks with the same encoding settings) derive it once.
 package fanout
 
 import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -83,6 +86,9 @@ type Config struct {
 	Stall time.Duration
 	// Reach: see DefaultReach (0: DefaultReach).
 	Reach uint32
+	// MemoBytes bounds what the memos of the ring's rows events hold
+	// (0: DefaultMemoBytes; < 0: no memos).
+	MemoBytes int64
 	// Silence, when > 0, is how long a subscriber may see no event at all
 	// (the source sends heartbeats) before its GetEvent fails with an
 	// error wrapping binlog.ErrSilent: set it for readers of the source,
@@ -98,6 +104,9 @@ type Stats struct {
 	Detaches, Attaches, Rewinds   int64
 	Running                       bool
 	RingEvents, RingBytes, Cursor int
+	// MemoBytes is what the ring's memos hold; MemoFull counts values not
+	// stored for want of room.
+	MemoBytes, MemoFull int64
 }
 
 // slot is one event of the ring with the position after it.
@@ -108,6 +117,8 @@ type slot struct {
 	at            binlog.Location
 	adv, boundary bool
 	size          int
+	// memo is set for rows events (see Memo).
+	memo *Memo
 }
 
 // run is one reading of the source by the hub, from start.
@@ -147,6 +158,12 @@ type Hub struct {
 	closed                bool
 
 	detaches, attaches, rewinds int64
+
+	// memoBytes is what the memos in the ring hold, memoFull counts
+	// values not stored for want of room (Memo).
+	memoBytes, memoFull atomic.Int64
+	// attached is len(subs), for Sub.Memo.
+	attached atomic.Int32
 }
 
 // New returns an idle hub: it reads nothing until a subscriber opens.
@@ -159,6 +176,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.Stall <= 0 {
 		cfg.Stall = DefaultStall
+	}
+	if cfg.MemoBytes == 0 {
+		cfg.MemoBytes = DefaultMemoBytes
 	}
 	if cfg.Reach == 0 {
 		cfg.Reach = DefaultReach
@@ -192,11 +212,13 @@ func (h *Hub) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return Stats{Shared: len(h.subs), Private: h.private, Detaches: h.detaches, Attaches: h.attaches,
-		Rewinds: h.rewinds, Running: h.run != nil, RingEvents: int(h.head - h.tail), RingBytes: h.bytes}
+		Rewinds: h.rewinds, Running: h.run != nil, RingEvents: int(h.head - h.tail), RingBytes: h.bytes,
+		MemoBytes: h.memoBytes.Load(), MemoFull: h.memoFull.Load()}
 }
 
 // report sets the gauges; mu is held.
 func (h *Hub) report() {
+	h.attached.Store(int32(len(h.subs)))
 	if g := h.cfg.Metrics.Shared; g != nil {
 		g.Set(float64(len(h.subs)))
 	}
@@ -248,7 +270,11 @@ func (h *Hub) stopRun() {
 // clearRing drops every event of the ring; mu is held.
 func (h *Hub) clearRing() {
 	for q := h.tail; q < h.head; q++ {
-		h.ring[q%uint64(len(h.ring))] = slot{}
+		i := q % uint64(len(h.ring))
+		if m := h.ring[i].memo; m != nil {
+			m.drop()
+		}
+		h.ring[i] = slot{}
 	}
 	h.tail, h.bytes = h.head, 0
 }
@@ -320,6 +346,9 @@ func (h *Hub) put(ctx context.Context, r *run, ev *replication.BinlogEvent) bool
 	}
 	h.wantRoom = false
 	sl := slot{ev: ev, size: size}
+	if _, rows := ev.Event.(*replication.RowsEvent); rows && h.cfg.MemoBytes > 0 {
+		sl.memo = &Memo{hub: h}
+	}
 	sl.adv, sl.boundary = h.pos.step(ev)
 	sl.at = h.pos.at
 	h.ring[h.head%uint64(len(h.ring))] = sl
@@ -372,6 +401,9 @@ func (h *Hub) reclaim() {
 	for ; h.tail < low; h.tail++ {
 		i := h.tail % uint64(len(h.ring))
 		h.bytes -= h.ring[i].size
+		if m := h.ring[i].memo; m != nil {
+			m.drop()
+		}
 		h.ring[i] = slot{}
 	}
 }

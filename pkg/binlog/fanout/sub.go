@@ -53,6 +53,9 @@ type Sub struct {
 	// toPrivate: s left the hub and reads privately once openPrivate
 	// succeeds (retried by every GetEvent until then).
 	toPrivate bool
+	// memo is the memo of the event GetEvent returned last (nil: none, or
+	// read privately).
+	memo *Memo
 	// openCtx is the context Open was called with (the task's run): the
 	// private reader is opened under it, not under one GetEvent's wait.
 	openCtx context.Context
@@ -78,6 +81,7 @@ func (s *Sub) Open(ctx context.Context, loc binlog.Location) (binlog.Streamer, e
 	s.opened, s.t, s.b = loc, binlog.Location{Name: loc.Name, Pos: loc.Pos}, binlog.Location{Name: loc.Name, Pos: loc.Pos}
 	s.local, s.li, s.skipTo, s.err, s.join, s.isOpen, s.toPrivate = s.local[:0], 0, nil, nil, false, true, false
 	s.openCtx = ctx
+	s.memo = nil
 	s.lastEv = time.Now()
 	h := s.h
 	h.mu.Lock()
@@ -112,6 +116,17 @@ func (s *Sub) Close() {
 	s.h.mu.Unlock()
 	s.closePrivate()
 	s.local = s.local[:0]
+}
+
+// Memo returns the memo of the event GetEvent returned last: nil when it
+// was read privately (its decode is the subscriber's own), is not a rows
+// event, or no other subscriber is attached to share it with (a stream
+// alone pays nothing for memos).
+func (s *Sub) Memo() *Memo {
+	if s.memo == nil || s.h.attached.Load() < 2 {
+		return nil
+	}
+	return s.memo
 }
 
 // here is where s stands for a (re)start: b, with the GTID set it was
@@ -177,6 +192,7 @@ func (s *Sub) GetEvent(ctx context.Context) (*replication.BinlogEvent, error) {
 			s.toPrivate = false
 		}
 		if s.pst != nil {
+			s.memo = nil
 			ev, ok, err := s.private(ctx)
 			if err != nil || ok {
 				return ev, err
@@ -185,8 +201,10 @@ func (s *Sub) GetEvent(ctx context.Context) (*replication.BinlogEvent, error) {
 		}
 		if s.li < len(s.local) {
 			sl := s.local[s.li]
+			s.local[s.li] = slot{} // hold the event no longer than the task does
 			s.li++
 			if s.take(&sl) {
+				s.memo = sl.memo
 				return sl.ev, nil
 			}
 			continue
