@@ -93,7 +93,7 @@ func TestJoinStatements(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := joinStatements(tt.stmts)
+			got := joinStatements(tt.stmts, escapeUnknown)
 			if len(got) != len(tt.want) {
 				t.Fatalf("joinStatements gave %d queries, want %d", len(got), len(tt.want))
 			}
