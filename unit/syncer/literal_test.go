@@ -55,6 +55,15 @@ func TestAppendStatement(t *testing.T) {
 			t.Errorf("appendStatement(%q, %v) = %q, want it refused", s.sql, s.args, got)
 		}
 	}
+	// A multi-row INSERT's bytes for text columns, up to hexLiteralMax, in
+	// hex; an argument after the rows (an upsert's) as usual.
+	long := bytes.Repeat([]byte("x"), hexLiteralMax+1)
+	ins := stmt{sql: "INSERT INTO t VALUES (?,?,?),(?,?,?) ON DUPLICATE KEY UPDATE v=?", textCols: []bool{false, true, true}, rowArgs: 6,
+		args: []any{[]byte("1"), []byte("a'\\b"), []byte(nil), int64(2), []byte{}, long, []byte("z")}}
+	want := "INSERT INTO t VALUES (_binary'1',X'61275c62',NULL),(2,X'',_binary'" + string(long) + "') ON DUPLICATE KEY UPDATE v=_binary'z'"
+	if got, ok := appendStatement(nil, ins, escapeBackslash); !ok || string(got) != want {
+		t.Errorf("INSERT with text columns = %q, %v\nwant %q", got, ok, want)
+	}
 	// A quoted `?`, a backslash-escaped quote in backslash mode only.
 	s := stmt{sql: `SELECT 'it''s ?', "?", 'a\'?', ?`, args: []any{int64(1)}}
 	if got, ok := appendStatement(nil, s, escapeBackslash); !ok || string(got) != `SELECT 'it''s ?', "?", 'a\'?', 1` {
