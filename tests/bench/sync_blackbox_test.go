@@ -64,6 +64,14 @@ type bbBacklog struct {
 	prepared   map[string][]time.Duration
 	// syncer, when set, is the task's syncer section (JSON); else the defaults apply.
 	syncer map[string]any
+	// taskAfterStart (TestSyncFromPos4) starts the worker with only its source and bound in
+	// etcd and writes the subtask config and stage once it serves /healthz, as an operator
+	// starts a task on a running worker: the run is then also timed from that write (the
+	// counterpart of native's START SLAVE on a running server), into fromTask by target
+	// name, and the target's CPU until the prepare's marker row into prepCPU.
+	taskAfterStart bool
+	taskAt         []time.Duration // per round: the subtask write, since the process start
+	prepCPU        map[string][]time.Duration
 }
 
 // TestSyncBlackBox is issue #16's black-box run: sysbench prepares BENCH_BB_TABLES tables of
@@ -248,6 +256,10 @@ func (b *bbBacklog) waitDone(t *testing.T, tgt *target, began time.Time, poll fu
 			return nil
 		})
 		b.prepared[tgt.inst.Name()] = append(b.prepared[tgt.inst.Name()], time.Since(began))
+		if b.prepCPU != nil && tgt.cpu != nil {
+			_, cpu := tgt.cpu.stop(t)
+			b.prepCPU[tgt.inst.Name()] = append(b.prepCPU[tgt.inst.Name()], cpu)
+		}
 	}
 	lastPoll := time.Time{}
 	testutil.Eventually(t, bbTimeout, "the marker row arrives on "+tgt.inst.Name(), func() error {
@@ -292,6 +304,7 @@ func (b *bbBacklog) runNative(t *testing.T, round, threads int) catchUp {
 		"MASTER_PASSWORD='%s', MASTER_LOG_FILE='%s', MASTER_LOG_POS=%d, MASTER_USE_GTID=no", b.src.Host(), b.src.Port(),
 		mariadbtest.SourceUser, mariadbtest.SourcePassword, b.start.Name, b.start.Pos))
 	cpu := startCPUMeter(t, b.src, tgt.inst)
+	tgt.cpu = cpu
 	began := time.Now()
 	execAll(t, ctx, tgt.db, "START SLAVE")
 	marker, elapsed := b.waitDone(t, tgt, began, nil)
@@ -312,15 +325,25 @@ func (b *bbBacklog) runWorker(t *testing.T, bin binaries, cli *clientv3.Client, 
 	ctx := t.Context()
 	tgt := b.target(t, "bb-target-dm")
 	prefix := fmt.Sprintf("/bench-bb-%d", round)
-	b.putTask(t, cli, prefix, tgt.inst)
+	kvs := b.taskKVs(t, tgt.inst)
+	if !b.taskAfterStart {
+		putKVs(t, cli, prefix, kvs...)
+	} else {
+		putKVs(t, cli, prefix, kvs[:2]...) // source config and bound
+	}
 	dataDir := filepath.Join(work, fmt.Sprintf("dm-%d", round))
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cpu := startCPUMeter(t, b.src, tgt.inst)
+	tgt.cpu = cpu
 	began := time.Now()
 	w := startWorker(t, bin, benchWorker, strings.Join(etcd.Endpoints(), ","), prefix, dataDir)
 	healthy := time.Since(began)
+	if b.taskAfterStart {
+		b.taskAt = append(b.taskAt, since(began))
+		putKVs(t, cli, prefix, kvs[2:]...) // subtask config and stage
+	}
 	var prof *profiler
 	if p := os.Getenv(profileEnv); p != "" {
 		prof = startProfiler(ctx, w, p, fmt.Sprintf("bb-%d", round))
@@ -366,9 +389,9 @@ func (b *bbBacklog) runWorker(t *testing.T, bin binaries, cli *clientv3.Client, 
 	return res
 }
 
-// putTask writes the black-box run's source config, bound, subtask config and stage under
-// prefix as minimal JSON (every other field takes its default).
-func (b *bbBacklog) putTask(t *testing.T, cli *clientv3.Client, prefix string, tgt *mariadbtest.Instance) {
+// taskKVs are the black-box run's source config, bound, subtask config and stage (in this
+// order) as minimal JSON (every other field takes its default), keys without the prefix.
+func (b *bbBacklog) taskKVs(t *testing.T, tgt *mariadbtest.Instance) [][2]string {
 	t.Helper()
 	js := func(v any) string {
 		out, err := json.Marshal(v)
@@ -395,6 +418,12 @@ func (b *bbBacklog) putTask(t *testing.T, cli *clientv3.Client, prefix string, t
 		task["syncer"] = b.syncer
 		kvs[2][1] = js(task)
 	}
+	return kvs
+}
+
+// putKVs writes kvs under prefix.
+func putKVs(t *testing.T, cli *clientv3.Client, prefix string, kvs ...[2]string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	for _, kv := range kvs {

@@ -41,10 +41,12 @@ const (
 // p4Prepared, an oltp_write_only run of BENCH_P4_THREADS threads for BENCH_P4_SECONDS seconds
 // and a marker row written last. Then, BENCH_P4_ROUNDS times each, the first one rotating,
 // each from the first binlog file at position 4 into a fresh, empty target: a real dm-worker
-// process with its task (incremental, meta at that position, default syncer settings) in
-// etcd, native replication single-threaded and with slave_parallel_threads=4, optimistic;
-// each until the last marker row is there and every table has the source's CHECKSUM TABLE.
-// The time until the prepare's marker row arrives is the prepare part on its own.
+// process with its source and bound in etcd, whose task (incremental, meta at that position,
+// default syncer settings) and stage are written once it serves /healthz, timed from the
+// process start and from that write (native's START SLAVE on a running server); native
+// replication single-threaded and with slave_parallel_threads=4, optimistic; each until the
+// last marker row is there and every table has the source's CHECKSUM TABLE. The time until
+// the prepare's marker row arrives, and the target's CPU until then, are the prepare part.
 func TestSyncFromPos4(t *testing.T) {
 	if _, err := exec.LookPath("sysbench"); err != nil {
 		t.Skipf("sysbench is not installed (bash scripts/install-deps.sh --bench): %v", err)
@@ -79,6 +81,15 @@ func TestSyncFromPos4(t *testing.T) {
 	rSingle := ratio(single.elapsed.Seconds(), dm.elapsed.Seconds())
 	rParallel := ratio(parallel.elapsed.Seconds(), dm.elapsed.Seconds())
 	rPrep := ratio(prepSingle.Seconds(), prepDM.Seconds())
+	// The same from the subtask's write into etcd on the running worker, native's START SLAVE.
+	var fromTask, prepFromTask []time.Duration
+	for i, c := range runs[0] {
+		fromTask = append(fromTask, c.elapsed-b.taskAt[i])
+		prepFromTask = append(prepFromTask, b.prepared["bb-target-dm"][i]-b.taskAt[i])
+	}
+	dmTask, prepDMTask := median(fromTask, itself), median(prepFromTask, itself)
+	rPrepTask := ratio(prepSingle.Seconds(), prepDMTask.Seconds())
+	prepCPU := func(name string) float64 { return median(b.prepCPU[name], itself).Seconds() }
 	var peak int64
 	for _, c := range runs[0] {
 		peak = max(peak, c.child.PeakRSS)
@@ -93,6 +104,10 @@ func TestSyncFromPos4(t *testing.T) {
 		f("dm_s", dm.elapsed.Seconds()), f("native1_s", single.elapsed.Seconds()), f("native4_s", parallel.elapsed.Seconds()),
 		f("dm_prepare_s", prepDM.Seconds()), f("native1_prepare_s", prepSingle.Seconds()),
 		f("native4_prepare_s", prepParallel.Seconds()),
+		f("dm_from_task_s", dmTask.Seconds()), f("dm_prepare_from_task_s", prepDMTask.Seconds()),
+		f("prepare_ratio_vs_native1_from_task", rPrepTask), f("task_put_after_start_s", median(b.taskAt, itself).Seconds()),
+		f("target_dm_prepare_cpu_s", prepCPU("bb-target-dm")), f("target_native1_prepare_cpu_s", prepCPU("bb-target-native-1")),
+		f("target_native4_prepare_cpu_s", prepCPU(fmt.Sprintf("bb-target-native-%d", nativeParallel))),
 		f("dm_cpu_s", dm.child.CPU.Seconds()), f("dm_peak_rss_MB", mb(peak)),
 		f("target_dm_cpu_s", dm.targetCPU.Seconds()), f("target_native1_cpu_s", single.targetCPU.Seconds()),
 		f("target_native4_cpu_s", parallel.targetCPU.Seconds()))
@@ -128,7 +143,8 @@ func p4Backlog(t *testing.T) *bbBacklog {
 	file, pos, _ := src.MasterStatus(t)
 	prepEnd := binlog.Location{Name: file, Pos: pos}
 	b := &bbBacklog{src: src, start: binlog.Location{Name: first, Pos: 4}, rows: map[string][][]any{},
-		prepMarker: p4Prepared, prepared: map[string][]time.Duration{}}
+		prepMarker: p4Prepared, prepared: map[string][]time.Duration{}, taskAfterStart: true,
+		prepCPU: map[string][]time.Duration{}}
 	if raw := os.Getenv(p4SyncerEnv); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &b.syncer); err != nil {
 			t.Fatalf("%s=%q: %v", p4SyncerEnv, raw, err)

@@ -210,6 +210,7 @@ func (b *syncBacklog) runDM(t *testing.T, round int, workers, batch int64, work 
 type target struct {
 	inst *mariadbtest.Instance
 	db   *sql.DB
+	cpu  *cpuMeter // the run's CPU meter of source and target, where a run sets it
 }
 
 // prepareTarget starts a target and loads the initial rows the source had at the backlog start.

@@ -79,6 +79,7 @@ type applyWorker struct {
 	id       int
 	in       chan job
 	db       *sql.DB
+	escapes  escapeMode // of db's sessions (literal.go)
 	store    *checkpointStore
 	batch    int
 	stats    *counters
@@ -224,7 +225,7 @@ func (w *applyWorker) apply(ctx context.Context, batch []*change) error {
 	defer release()
 	// The batch runs under execCtx; a cancel of ctx during a pause between
 	// attempts ends the retries at once.
-	err := dbconn.RetryLockConflict(ctx, func() error { return execTx(execCtx, w.db, stmts) }, func(attempt int, err error) {
+	err := dbconn.RetryLockConflict(ctx, func() error { return execTx(execCtx, w.db, stmts, w.escapes) }, func(attempt int, err error) {
 		w.logger.Warn("batch aborted by the target; retrying", zap.Int("worker", w.id), zap.Int("attempt", attempt), zap.Error(err))
 	})
 	if err != nil {

@@ -38,12 +38,31 @@ func (s *checkpointStore) table(name string) string {
 	return sqlschema.QuoteName(s.schema) + "." + sqlschema.QuoteName(name)
 }
 
-// prepare creates the meta schema and tables when missing.
+// prepare creates the meta schema and tables when missing: the schema
+// first, then the tables side by side on connections of their own (each
+// CREATE TABLE of a fresh target waits for InnoDB to create a file; one
+// after the other they were ~65 ms of every first start).
 func (s *checkpointStore) prepare(ctx context.Context) error {
-	for _, q := range syncmeta.CreateStatements(s.schema) {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return errs.Wrap(err, CodeCheckpoint, "sync: create checkpoint tables in meta schema %s", sqlschema.QuoteName(s.schema))
-		}
+	stmts := syncmeta.CreateStatements(s.schema)
+	fail := func(err error) error {
+		return errs.Wrap(err, CodeCheckpoint, "sync: create checkpoint tables in meta schema %s", sqlschema.QuoteName(s.schema))
+	}
+	if _, err := s.db.ExecContext(ctx, stmts[0]); err != nil {
+		return fail(err)
+	}
+	errc := make(chan error, len(stmts)-1)
+	for _, q := range stmts[1:] {
+		go func() {
+			_, err := s.db.ExecContext(ctx, q)
+			errc <- err
+		}()
+	}
+	var err error
+	for range stmts[1:] {
+		err = errors.Join(err, <-errc)
+	}
+	if err != nil {
+		return fail(err)
 	}
 	return nil
 }

@@ -53,67 +53,67 @@ func TestCompactedStatements(t *testing.T) {
 	tests := []struct {
 		name    string
 		changes []*change
-		want    []stmt
+		want    []sqlArgs
 	}{
 		{"sysbench write-only transaction", []*change{
 			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("b"))},
 			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("b")), after: row(int64(1), []byte("c"))},
 			{kind: kindDelete, table: pk, before: row(int64(1), []byte("c"))},
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("d"))},
-		}, []stmt{{upsert + "(?,?)" + onDup, row(int64(1), []byte("d"))}}},
+		}, []sqlArgs{{upsert + "(?,?)" + onDup, row(int64(1), []byte("d"))}}},
 		{"fresh rows stay plain inserts with their last image", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
 			{kind: kindInsert, table: pk, after: row(int64(2), []byte("b"))},
 			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("z"))},
-		}, []stmt{{upsert + "(?,?),(?,?)", row(int64(1), []byte("z"), int64(2), []byte("b"))}}},
+		}, []sqlArgs{{upsert + "(?,?),(?,?)", row(int64(1), []byte("z"), int64(2), []byte("b"))}}},
 		{"safe inserts become upserts", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a")), safe: true},
-		}, []stmt{{upsert + "(?,?)" + onDup, row(int64(1), []byte("a"))}}},
+		}, []sqlArgs{{upsert + "(?,?)" + onDup, row(int64(1), []byte("a"))}}},
 		{"inserted then deleted is deleted", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
 			{kind: kindDelete, table: pk, before: row(int64(1), []byte("a"))},
 			{kind: kindDelete, table: pk, before: row(int64(2), []byte("b"))},
-		}, []stmt{{"DELETE FROM `db`.`p` WHERE `id` IN (?,?)", row(int64(1), int64(2))}}},
+		}, []sqlArgs{{"DELETE FROM `db`.`p` WHERE `id` IN (?,?)", row(int64(1), int64(2))}}},
 		{"a key change deletes the old key", []*change{
 			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(2), []byte("a"))},
 			{kind: kindUpdate, table: pk, before: row(int64(2), []byte("a")), after: row(int64(3), []byte("a"))},
-		}, []stmt{{"DELETE FROM `db`.`p` WHERE `id` IN (?,?)", row(int64(1), int64(2))},
+		}, []sqlArgs{{"DELETE FROM `db`.`p` WHERE `id` IN (?,?)", row(int64(1), int64(2))},
 			{upsert + "(?,?)" + onDup, row(int64(3), []byte("a"))}}},
 		{"a key deleted and inserted again is present", []*change{
 			{kind: kindUpdate, table: pk, before: row(int64(1), []byte("a")), after: row(int64(2), []byte("a"))},
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("n"))},
-		}, []stmt{{upsert + "(?,?),(?,?)" + onDup, row(int64(1), []byte("n"), int64(2), []byte("a"))}}},
+		}, []sqlArgs{{upsert + "(?,?),(?,?)" + onDup, row(int64(1), []byte("n"), int64(2), []byte("a"))}}},
 		{"sources routed together compact together", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
 			{kind: kindDelete, table: pk2, before: row(int64(1), []byte("a"))},
 			{kind: kindInsert, table: pk2, after: row(int64(1), []byte("b"))},
-		}, []stmt{{upsert + "(?,?)", row(int64(1), []byte("b"))}}},
+		}, []sqlArgs{{upsert + "(?,?)", row(int64(1), []byte("b"))}}},
 		{"a target also written by a table that is not compactable keeps order", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
 			{kind: kindUpdate, table: uk, before: row(int64(1), []byte("a")), after: row(int64(1), []byte("b"))},
-		}, []stmt{{upsert + "(?,?)", row(int64(1), []byte("a"))},
+		}, []sqlArgs{{upsert + "(?,?)", row(int64(1), []byte("a"))},
 			{"UPDATE `db`.`p` SET `id`=?,`v`=? WHERE `id`=? LIMIT 1", row(int64(1), []byte("b"), int64(1))}}},
 		{"a batch of plain inserts is one INSERT in binlog order (bulk load)", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(3), []byte("a"))},
 			{kind: kindInsert, table: pk, after: row(int64(1), nil)},
 			{kind: kindInsert, table: pk2, after: row(int64(2), []byte("c"))},
-		}, []stmt{{upsert + "(?,?),(?,?)", row(int64(3), []byte("a"), int64(1), nil)},
+		}, []sqlArgs{{upsert + "(?,?),(?,?)", row(int64(3), []byte("a"), int64(1), nil)},
 			{upsert + "(?,?)", row(int64(2), []byte("c"))}}},
 		{"plain inserts of one table beside compacted changes of another", []*change{
 			{kind: kindInsert, table: pk, after: row(int64(1), []byte("a"))},
 			{kind: kindUpdate, table: allKey, before: row(int64(1), int64(2)), after: row(int64(1), int64(3))},
 			{kind: kindInsert, table: pk, after: row(int64(2), []byte("b"))},
-		}, []stmt{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},
+		}, []sqlArgs{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},
 			{"INSERT INTO `db`.`k` (`a`,`b`) VALUES (?,?) ON DUPLICATE KEY UPDATE `a`=`a`", row(int64(1), int64(3))},
 			{upsert + "(?,?),(?,?)", row(int64(1), []byte("a"), int64(2), []byte("b"))}}},
 		{"every column in the key", []*change{
 			{kind: kindUpdate, table: allKey, before: row(int64(1), int64(2)), after: row(int64(1), int64(3))},
-		}, []stmt{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},
+		}, []sqlArgs{{"DELETE FROM `db`.`k` WHERE (`a`=? AND `b`=?)", row(int64(1), int64(2))},
 			{"INSERT INTO `db`.`k` (`a`,`b`) VALUES (?,?) ON DUPLICATE KEY UPDATE `a`=`a`", row(int64(1), int64(3))}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := statements(tt.changes); !reflect.DeepEqual(got, tt.want) {
+			if got := textAndArgs(statements(tt.changes)); !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("statements =\n%#v\nwant\n%#v", got, tt.want)
 			}
 		})

@@ -71,6 +71,11 @@ func rowSize(row []any) int {
 type stmt struct {
 	sql  string
 	args []any
+	// textCols, for a multi-row INSERT, marks the columns whose byte
+	// values may be written as hex literals: the first rowArgs arguments
+	// are rows of len(textCols) values (literal.go).
+	textCols []bool
+	rowArgs  int
 }
 
 func columnList(ti *tableInfo) string {
@@ -137,7 +142,7 @@ func insertStmt(ti *tableInfo, rows [][]any, replace bool) stmt {
 		b.WriteString(ph)
 		args = append(args, r...)
 	}
-	return stmt{sql: b.String(), args: args}
+	return stmt{sql: b.String(), args: args, textCols: ti.textCols, rowArgs: len(args)}
 }
 
 func deleteStmt(ti *tableInfo, row []any) stmt {

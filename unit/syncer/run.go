@@ -108,12 +108,21 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	if err != nil {
 		return readError(err)
 	}
-	s.warnForeignKeys(ctx)
 	s.logger.Info("sync unit starts reading binlog", zap.Stringer("from", start.cp.loc), zap.String("gtid", start.cp.loc.GTID),
 		zap.Stringer("safe-mode-until", start.safeUntil), zap.Stringer("pending-ddl", start.cp.pendingDDL))
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errRunEnded)
+	// The foreign key comparison only adds status warnings: it runs beside
+	// the first events (it reads both servers' information_schema, ~20 ms
+	// that the start of every run would otherwise wait for), and the run
+	// waits for it before it returns.
+	fkDone := make(chan struct{})
+	go func() {
+		defer close(fkDone)
+		s.warnForeignKeys(runCtx)
+	}()
+	defer func() { <-fkDone }()
 	disp := newDispatcher(make(chan struct{}, 1))
 	wg := s.startWorkers(runCtx, cancel, disp, start.safeUntil)
 	s.publishRunStart(disp, start.cp.loc)
@@ -288,7 +297,7 @@ func (s *Syncer) startWorkers(ctx context.Context, cancel context.CancelCauseFun
 	safeUntil binlog.Location) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := 0; i < s.cfg.Syncer.WorkerCount; i++ {
-		w := &applyWorker{id: i, db: s.target, store: s.store,
+		w := &applyWorker{id: i, db: s.target, escapes: s.escapes, store: s.store,
 			batch: s.cfg.Syncer.Batch, stats: &s.stats, metrics: s.metrics, logger: s.logger, progress: disp.progress,
 			floor: safeUntil, catchingUp: &disp.catchingUp, inflight: &disp.inflight}
 		disp.workers = append(disp.workers, w)

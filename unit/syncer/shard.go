@@ -874,7 +874,7 @@ func (sr *shardRun) rewind(ctx context.Context) error {
 		return err
 	}
 	until := r.tr.End()
-	if err := execTx(ctx, r.s.target, []stmt{r.s.store.safePointStmt(resyncSafePointWorker, until)}); err != nil {
+	if err := execTx(ctx, r.s.target, []stmt{r.s.store.safePointStmt(resyncSafePointWorker, until)}, r.s.escapes); err != nil {
 		return errs.Wrap(err, CodeCheckpoint, "sync: record the safe point of a shard DDL re-sync")
 	}
 	w := &resyncWindow{until: until, tables: map[tableName]binlog.Location{}}

@@ -48,9 +48,12 @@ type Syncer struct {
 
 	// Set by Init; used by runs, Close and Kill (never concurrently).
 	target *sql.DB
-	source *dbconn.Endpoint // how the unit reaches the source (TLS included)
-	store  *checkpointStore
-	flavor string
+	// escapes is how the target's sessions read string literals
+	// (targetEscapes), for the batches' text (literal.go).
+	escapes escapeMode
+	source  *dbconn.Endpoint // how the unit reaches the source (TLS included)
+	store   *checkpointStore
+	flavor  string
 	// unsaved is a checkpoint a run reached (all its changes applied) but
 	// could not save before it ended; the next run or Close saves it.
 	unsaved *savedCheckpoint
@@ -163,6 +166,10 @@ func (s *Syncer) Init(ctx context.Context) error {
 	} else {
 		s.logger.Info("the target writes a statement binlog: the sync unit keeps its default isolation level")
 	}
+	escapes, err := targetEscapes(ctx, db)
+	if err != nil {
+		return closeAfter(db, errs.Wrap(err, CodeConfig, "sync: read the target session's sql_mode"))
+	}
 	store := &checkpointStore{db: db, schema: s.cfg.MetaSchema, task: s.cfg.Name, source: s.cfg.SourceID}
 	if err := store.prepare(ctx); err != nil {
 		return closeAfter(db, err)
@@ -171,7 +178,7 @@ func (s *Syncer) Init(ctx context.Context) error {
 	if err != nil {
 		return closeAfter(db, errs.Wrap(err, CodeReadBinlog, "sync: source %s", s.cfg.SourceID))
 	}
-	s.target, s.store, s.flavor, s.source = db, store, flavor, source
+	s.target, s.store, s.flavor, s.source, s.escapes = db, store, flavor, source, escapes
 	if err := s.publishShardGroups(ctx); err != nil {
 		return err
 	}

@@ -3,12 +3,14 @@ package syncer
 import (
 	"context"
 	"database/sql"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/fkeys"
 	"github.com/dmworker/dm-worker/pkg/rowimage"
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
 
 // tableInfo is what the apply path needs to know about one source table:
@@ -25,6 +27,10 @@ type tableInfo struct {
 	// its changes are applied in binlog order on one worker, with the
 	// source session's foreign_key_checks (see foreign_keys.go).
 	fkGroup string
+	// textCols marks the columns whose target column is a character or
+	// binary string type: their byte values are written as hex literals
+	// (literal.go). Nil when the target table could not be read.
+	textCols []bool
 }
 
 // tableCache caches table info for the read loop that owns it (not safe for
@@ -64,6 +70,35 @@ func (c *tableCache) get(ctx context.Context, tm *replication.TableMapEvent) (*t
 	if err := c.setForeignKeyGroup(ctx, ti); err != nil {
 		return nil, err
 	}
+	tt, err := c.rows.Target(ctx, rt.Target)
+	if err != nil {
+		return nil, err
+	}
+	ti.textCols = textColumns(rt.Columns, tt)
 	c.infos[rt.Source] = ti
 	return ti, nil
+}
+
+// stringTypes are the DATA_TYPEs that store a string as its bytes (in the
+// column's charset): a hex literal and a _binary literal of the same bytes
+// store the same value in them.
+var stringTypes = map[string]bool{"char": true, "varchar": true, "binary": true, "varbinary": true,
+	"tinytext": true, "text": true, "mediumtext": true, "longtext": true,
+	"tinyblob": true, "blob": true, "mediumblob": true, "longblob": true}
+
+// textColumns marks each of cols whose target column in tt is of a
+// string type; nil without a target model.
+func textColumns(cols []string, tt *sqlschema.Table) []bool {
+	if tt == nil {
+		return nil
+	}
+	types := make(map[string]string, len(tt.Columns))
+	for _, c := range tt.Columns {
+		types[strings.ToLower(c.Name)] = c.DataType
+	}
+	out := make([]bool, len(cols))
+	for i, c := range cols {
+		out[i] = stringTypes[types[strings.ToLower(c)]]
+	}
+	return out
 }

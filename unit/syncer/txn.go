@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // maxJoinedSQL bounds the estimated size of one multi-statement query, far
@@ -17,18 +18,19 @@ const maxJoinedSQL = 4 << 20
 // execTx runs stmts in one target transaction. The statements travel as
 // one multi-statement query opened by BEGIN and closed by COMMIT (more
 // queries only when the text would pass maxJoinedSQL), so a batch costs one
-// round trip. The driver interpolates every argument client-side
+// round trip. The values are written into the text (literal.go) when mode
+// is known, else the driver interpolates every argument client-side
 // (interpolateParams), exactly as it does for a single statement. The
 // server stops at the first failing statement; the transaction is then
 // rolled back, and a connection that cannot roll back is discarded so an
 // open transaction never returns to the pool.
-func execTx(ctx context.Context, db *sql.DB, stmts []stmt) (err error) {
+func execTx(ctx context.Context, db *sql.DB, stmts []stmt, mode escapeMode) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("get a target connection: %w", err)
 	}
 	defer func() { err = errors.Join(err, ignoreDone(conn.Close())) }()
-	queries := joinStatements(stmts)
+	queries := joinStatements(stmts, mode)
 	for _, q := range queries {
 		if _, err := conn.ExecContext(ctx, q.sql, q.args...); err != nil {
 			return errors.Join(fmt.Errorf("%s: %w", clipSQL(q.sql), err), rollbackConn(ctx, conn))
@@ -38,8 +40,15 @@ func execTx(ctx context.Context, db *sql.DB, stmts []stmt) (err error) {
 }
 
 // joinStatements joins stmts into as few queries as maxJoinedSQL allows,
-// the first starting with BEGIN and the last ending with COMMIT.
-func joinStatements(stmts []stmt) []stmt {
+// the first starting with BEGIN and the last ending with COMMIT: with the
+// values written in when mode is known and every statement can be
+// written so, else with the arguments for the driver.
+func joinStatements(stmts []stmt, mode escapeMode) []stmt {
+	if mode != escapeUnknown {
+		if out, ok := writeStatements(stmts, mode); ok {
+			return out
+		}
+	}
 	var (
 		out  []stmt
 		b    strings.Builder
@@ -106,4 +115,40 @@ func ignoreDone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// writeStatements is joinStatements with every value written into the
+// text (appendStatement); the queries are cut where joinStatements cuts
+// them. ok is false when a statement cannot be written so.
+func writeStatements(stmts []stmt, mode escapeMode) (_ []stmt, ok bool) {
+	var out []stmt
+	newBuf := func(from int) []byte {
+		n := 16
+		for _, s := range stmts[from:] {
+			if n += literalSize(s) + 1; n > maxJoinedSQL {
+				break
+			}
+		}
+		return make([]byte, 0, n)
+	}
+	// Each query's text is its own buffer, never written again once it
+	// is a string.
+	text := func(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+	buf := append(newBuf(0), "BEGIN"...)
+	size := 0
+	for i, s := range stmts {
+		n := estimateSQLSize(s)
+		if size > 0 && size+n > maxJoinedSQL {
+			out = append(out, stmt{sql: text(buf)})
+			buf, size = newBuf(i), 0
+		} else {
+			buf = append(buf, ';')
+		}
+		if buf, ok = appendStatement(buf, s, mode); !ok {
+			return nil, false
+		}
+		size += n
+	}
+	buf = append(buf, ";COMMIT"...)
+	return append(out, stmt{sql: text(buf)}), true
 }

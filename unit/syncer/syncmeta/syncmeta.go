@@ -41,8 +41,8 @@ const (
 var Tables = []string{CheckpointTable, SafePointTable, TablePointTable, ShardDDLTable, ShardSchemaTable}
 
 // CreateStatements returns the statements that create schema and the sync
-// unit's tables in it when missing; the sync unit runs them before it reads
-// or writes a checkpoint.
+// unit's tables in it when missing, the schema's first; the sync unit runs
+// them before it reads or writes a checkpoint (the tables' side by side).
 func CreateStatements(schema string) []string {
 	table := func(name string) string { return sqlschema.QuoteName(schema) + "." + sqlschema.QuoteName(name) }
 	return []string{
