@@ -1,0 +1,408 @@
+package exprfilter
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+)
+
+// cmpMode is how two values compare, decided from their static types as
+// MariaDB's comparators decide it.
+type cmpMode uint8
+
+const (
+	cmpNull  cmpMode = iota // a NULL literal: unknown
+	cmpInt                  // integers, signed and unsigned
+	cmpDec                  // DECIMAL (integers widened)
+	cmpFloat                // DOUBLE: a float, or a string against a number
+	cmpStr                  // strings under a collation
+	cmpTime                 // DATETIME / DATE (strings and numbers read as dates)
+	cmpDur                  // TIME
+)
+
+type comparator struct {
+	mode   cmpMode
+	coll   *collation
+	lscale int32 // cmpDec: the static scale each DECIMAL side is rounded to
+	rscale int32
+	lround bool
+	rround bool
+}
+
+// aggColl picks the collation of a comparison of two strings (MariaDB's
+// collation aggregation): the lower coercibility wins; between equals,
+// binary, then a _bin collation; two different others are an error.
+func aggColl(l, r typ) (*collation, error) {
+	lc, rc := l.coll, r.coll
+	if lc == nil {
+		lc = defaultColl
+	}
+	if rc == nil {
+		rc = defaultColl
+	}
+	switch {
+	case lc == binaryColl || rc == binaryColl:
+		return binaryColl, nil
+	case lc.name == rc.name:
+		return lc, nil
+	case l.coer < r.coer:
+		return lc, nil
+	case r.coer < l.coer:
+		return rc, nil
+	case lc.binary:
+		return lc, nil
+	case rc.binary:
+		return rc, nil
+	}
+	return nil, fmt.Errorf("illegal mix of collations (%s) and (%s) in a comparison", lc.name, rc.name)
+}
+
+func isNum(k kind) bool { return k == kInt || k == kUint || k == kDec || k == kFloat }
+
+func newComparator(l, r typ) (comparator, error) {
+	c := comparator{}
+	lk, rk := l.k, r.k
+	switch {
+	case lk == kNull || rk == kNull:
+		c.mode = cmpNull
+	case lk == kStr && rk == kStr:
+		coll, err := aggColl(l, r)
+		if err != nil {
+			return c, err
+		}
+		c.mode, c.coll = cmpStr, coll
+	case lk == kDur && rk == kDur, lk == kDur && (rk == kStr || isNum(rk)), rk == kDur && (lk == kStr || isNum(lk)):
+		c.mode = cmpDur
+	case lk == kTime || rk == kTime:
+		c.mode = cmpTime
+	case lk == kStr || rk == kStr:
+		c.mode = cmpFloat
+	case lk == kFloat || rk == kFloat:
+		c.mode = cmpFloat
+	case lk == kDec || rk == kDec:
+		c.mode = cmpDec
+		c.lround, c.lscale = lk == kDec, l.scale
+		c.rround, c.rscale = rk == kDec, r.scale
+	default:
+		c.mode = cmpInt
+	}
+	return c, nil
+}
+
+// cmp compares two non-NULL values: -1, 0, 1; ok false when one side has
+// no value in the comparison's type (then the comparison is NULL).
+func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
+	switch c.mode {
+	case cmpInt:
+		return cmpInts(a, b), true
+	case cmpDec:
+		x, y := a.toDec(), b.toDec()
+		if c.lround && a.k == kDec {
+			x = x.Round(c.lscale)
+		}
+		if c.rround && b.k == kDec {
+			y = y.Round(c.rscale)
+		}
+		return x.Cmp(y), true
+	case cmpFloat:
+		x, y := a.toFloat(), b.toFloat()
+		switch {
+		case x < y:
+			return -1, true
+		case x > y:
+			return 1, true
+		}
+		return 0, true
+	case cmpStr:
+		as, bs := a.s, b.s
+		if a.k != kStr {
+			as = a.toStr()
+		}
+		if b.k != kStr {
+			bs = b.toStr()
+		}
+		return c.coll.compare(as, bs), true
+	case cmpTime:
+		x, _, okx := a.toDatetime(now)
+		y, _, oky := b.toDatetime(now)
+		if !okx {
+			x = 0
+		}
+		if !oky {
+			y = 0
+		}
+		return cmpInt64(x, y), true
+	case cmpDur:
+		x, okx := a.toDuration()
+		y, oky := b.toDuration()
+		if !okx {
+			x = 0
+		}
+		if !oky {
+			y = 0
+		}
+		return cmpInt64(x, y), true
+	}
+	return 0, false
+}
+
+func cmpInt64(x, y int64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// cmpInts compares two integers of either signedness exactly.
+func cmpInts(a, b val) int {
+	au, bu := a.k == kUint, b.k == kUint
+	ai, bi := a.i, b.i
+	if a.k != kInt && a.k != kUint {
+		ai, au = a.toInt()
+	}
+	if b.k != kInt && b.k != kUint {
+		bi, bu = b.toInt()
+	}
+	switch {
+	case au && bu:
+		return cmpUint64(uint64(ai), uint64(bi))
+	case au:
+		if ai < 0 || bi < 0 { // a >= 2^63, or b negative
+			return 1
+		}
+	case bu:
+		if bi < 0 || ai < 0 {
+			return -1
+		}
+	}
+	return cmpInt64(ai, bi)
+}
+
+func cmpUint64(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
+	cmp, err := newComparator(l.t, r.t)
+	if err != nil {
+		return node{}, err
+	}
+	lf, rf := l.f, r.f
+	now := c.nowFn()
+	// a JSON_EXTRACT result compared as a string compares its scalar's
+	// text: MariaDB finds JSON_EXTRACT('{"a": "x"}', '$.a') = 'x' true
+	lj, rj := l.t.json && cmp.mode == cmpStr, r.t.json && cmp.mode == cmpStr
+	test := cmpTest(op)
+	nullSafe := op == opcode.NullEQ
+	return node{t: typ{k: kInt}, f: func(row []any) (val, error) {
+		a, err := lf(row)
+		if err != nil {
+			return nullVal, err
+		}
+		b, err := rf(row)
+		if err != nil {
+			return nullVal, err
+		}
+		if a.k == kNull || b.k == kNull {
+			if nullSafe {
+				return boolVal(a.k == b.k), nil
+			}
+			return nullVal, nil
+		}
+		if lj {
+			a.s = jsonScalarText(a.s)
+		}
+		if rj {
+			b.s = jsonScalarText(b.s)
+		}
+		n, ok := cmp.cmp(a, b, now)
+		if !ok {
+			if nullSafe {
+				return intVal(0), nil
+			}
+			return nullVal, nil
+		}
+		return boolVal(test(n)), nil
+	}}, nil
+}
+
+func cmpTest(op opcode.Op) func(int) bool {
+	switch op {
+	case opcode.EQ, opcode.NullEQ:
+		return func(n int) bool { return n == 0 }
+	case opcode.NE:
+		return func(n int) bool { return n != 0 }
+	case opcode.LT:
+		return func(n int) bool { return n < 0 }
+	case opcode.LE:
+		return func(n int) bool { return n <= 0 }
+	case opcode.GT:
+		return func(n int) bool { return n > 0 }
+	}
+	return func(n int) bool { return n >= 0 }
+}
+
+// in compiles expr [NOT] IN (list): true when some element equals, NULL
+// when none does but some comparison was NULL.
+func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
+	e, err := c.compile(x.Expr)
+	if err != nil {
+		return node{}, err
+	}
+	items := make([]node, len(x.List))
+	cmps := make([]comparator, len(x.List))
+	for i, it := range x.List {
+		if items[i], err = c.compile(it); err != nil {
+			return node{}, err
+		}
+		if cmps[i], err = newComparator(e.t, items[i].t); err != nil {
+			return node{}, err
+		}
+	}
+	ef, not := e.f, x.Not
+	now := c.nowFn()
+	ej := e.t.json
+	return node{t: typ{k: kInt}, f: func(row []any) (val, error) {
+		a, err := ef(row)
+		if err != nil || a.k == kNull {
+			return nullVal, err
+		}
+		sawNull := false
+		for i := range items {
+			b, err := items[i].f(row)
+			if err != nil {
+				return nullVal, err
+			}
+			if b.k == kNull {
+				sawNull = true
+				continue
+			}
+			av := a
+			if ej && cmps[i].mode == cmpStr {
+				av.s = jsonScalarText(av.s)
+			}
+			if items[i].t.json && cmps[i].mode == cmpStr {
+				b.s = jsonScalarText(b.s)
+			}
+			n, ok := cmps[i].cmp(av, b, now)
+			if !ok {
+				sawNull = true
+				continue
+			}
+			if n == 0 {
+				return boolVal(!not), nil
+			}
+		}
+		if sawNull {
+			return nullVal, nil
+		}
+		return boolVal(not), nil
+	}}, nil
+}
+
+// between compiles expr [NOT] BETWEEN lo AND hi as lo <= expr AND expr <=
+// hi under one comparison type; DECIMAL sides are not rounded (MariaDB's
+// BETWEEN compares the exact values).
+func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
+	e, err := c.compile(x.Expr)
+	if err != nil {
+		return node{}, err
+	}
+	lo, err := c.compile(x.Left)
+	if err != nil {
+		return node{}, err
+	}
+	hi, err := c.compile(x.Right)
+	if err != nil {
+		return node{}, err
+	}
+	cl, err := newComparator(e.t, lo.t)
+	if err != nil {
+		return node{}, err
+	}
+	ch, err := newComparator(e.t, hi.t)
+	if err != nil {
+		return node{}, err
+	}
+	// one type for the three (MariaDB aggregates them): when the two
+	// pairs disagree, compare all as the wider of the two
+	if cl.mode != ch.mode {
+		m := max(cl.mode, ch.mode)
+		if (cl.mode == cmpStr || ch.mode == cmpStr) && m == cmpStr && cl.mode != cmpNull && ch.mode != cmpNull {
+			m = cmpFloat
+		}
+		if cl.mode != cmpNull {
+			cl.mode = m
+		}
+		if ch.mode != cmpNull {
+			ch.mode = m
+		}
+	}
+	cl.lround, cl.rround, ch.lround, ch.rround = false, false, false, false
+	ef, lf, hf, not := e.f, lo.f, hi.f, x.Not
+	now := c.nowFn()
+	return node{t: typ{k: kInt}, f: func(row []any) (val, error) {
+		a, err := ef(row)
+		if err != nil || a.k == kNull {
+			return nullVal, err
+		}
+		l, err := lf(row)
+		if err != nil {
+			return nullVal, err
+		}
+		h, err := hf(row)
+		if err != nil {
+			return nullVal, err
+		}
+		// lo <= a
+		geKnown, ge := false, false
+		if l.k != kNull {
+			if n, ok := cl.cmp(a, l, now); ok {
+				geKnown, ge = true, n >= 0
+			}
+		}
+		leKnown, le := false, false
+		if h.k != kNull {
+			if n, ok := ch.cmp(a, h, now); ok {
+				leKnown, le = true, n <= 0
+			}
+		}
+		// AND in three-valued logic
+		var res val
+		switch {
+		case (geKnown && !ge) || (leKnown && !le):
+			res = intVal(0)
+		case geKnown && leKnown:
+			res = intVal(1)
+		default:
+			return nullVal, nil
+		}
+		if not {
+			res.i = 1 - res.i
+		}
+		return res, nil
+	}}, nil
+}
+
+// jsonScalarText is the text a JSON value compares by: a JSON string's
+// unquoted content, every other value as written.
+func jsonScalarText(s string) string {
+	t := strings.TrimSpace(s)
+	if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+		if u, ok := jsonUnquote(t); ok {
+			return u
+		}
+	}
+	return s
+}
