@@ -75,13 +75,11 @@ func arith(op opcode.Op, l, r node) (node, error) {
 		return constNode(nullVal, typ{k: out.k, scale: out.scale}), nil
 	}
 	lf, rf := l.f, r.f
-	// the operands' classes decide how the DIV of two values is computed
+	// a DIV of two integers is exact; with any other operand MariaDB
+	// computes it through DECIMAL (a DOUBLE included)
 	divClass := kInt
-	if lk == kDec || rk == kDec {
+	if lk != kInt && lk != kUint || rk != kInt && rk != kUint {
 		divClass = kDec
-	}
-	if lk == kFloat || rk == kFloat {
-		divClass = kFloat
 	}
 	f := func(row []any) (val, error) {
 		a, err := lf(row)
@@ -132,13 +130,12 @@ func floatOp(op opcode.Op, x, y float64) (val, error) {
 	return floatVal(z), nil
 }
 
-// decDiv divides as MariaDB does: the quotient carries the operands'
-// fraction digits plus div_precision_increment, rounded up to whole
-// 9-digit words, and is truncated there.
+// decDiv divides as MariaDB does: the quotient has as many 9-digit words
+// of fraction as the operands' fractions and div_precision_increment
+// take, each rounded up to whole words, and is truncated there.
 func decDiv(x, y decimal.Decimal) decimal.Decimal {
-	fx, fy := fracDigits(x), fracDigits(y)
-	prec := fx + fy + divPrecisionIncrement
-	prec = (prec + 8) / 9 * 9
+	words := func(d int32) int32 { return (d + 8) / 9 }
+	prec := 9 * (words(fracDigits(x)) + words(fracDigits(y)) + words(divPrecisionIncrement))
 	q, _ := x.QuoRem(y, prec)
 	return q
 }
@@ -167,9 +164,13 @@ func decOp(op opcode.Op, x, y decimal.Decimal) (val, error) {
 		if y.IsZero() {
 			return nullVal, nil
 		}
-		// the remainder has the sign of the dividend
+		// the remainder has the sign of the dividend; MariaDB keeps that
+		// sign on a zero remainder with a fraction, and that "-0"
+		// compares below 0
 		_, r := x.QuoRem(y, 0)
-		return decVal(r), nil
+		v := decVal(r)
+		v.negz = r.IsZero() && x.Sign() < 0 && max(fracDigits(x), fracDigits(y)) > 0
+		return v, nil
 	}
 	return nullVal, nil
 }
@@ -289,25 +290,6 @@ func intDiv(a, b val, class kind, unsigned bool) (val, error) {
 		outOfRange = errUnsignedOutOfRange
 	}
 	switch class {
-	case kFloat:
-		y := b.toFloat()
-		if y == 0 {
-			return nullVal, nil
-		}
-		q := math.Trunc(a.toFloat() / y)
-		if unsigned {
-			if q < 0 || q >= 1.8446744073709552e19 {
-				if q > -1 && q <= 0 {
-					return uintVal(0), nil
-				}
-				return nullVal, outOfRange
-			}
-			return uintVal(uint64(q)), nil
-		}
-		if q < -9.223372036854775808e18 || q >= 9.223372036854775808e18 {
-			return nullVal, outOfRange
-		}
-		return intVal(int64(q)), nil
 	case kDec:
 		y := b.toDec()
 		if y.IsZero() {

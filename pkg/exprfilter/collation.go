@@ -64,8 +64,8 @@ func (c *collation) compare(a, b string) int {
 	return foldCompare(a, b)
 }
 
-// equalFold reports whether a and b are equal under c (used by LIKE,
-// which compares characters, without padding).
+// charEq reports whether two characters are equal under c (LIKE compares
+// characters, without padding).
 func (c *collation) charEq(a, b rune) bool {
 	if c.binary {
 		return a == b
@@ -142,8 +142,8 @@ func weight(r rune) rune {
 	return unicode.ToUpper(r)
 }
 
-// foldString is s with every character replaced by its weight's lower
-// case form under c (LOWER / UPPER do not use it; LIKE and LOCATE do).
+// indexOf is the byte offset of sub in s under c (LOCATE, INSTR), -1
+// when absent.
 func (c *collation) indexOf(s, sub string) int {
 	if c.binary {
 		return strings.Index(s, sub)
@@ -151,27 +151,14 @@ func (c *collation) indexOf(s, sub string) int {
 	if sub == "" {
 		return 0
 	}
-	for i := 0; i < len(s); {
-		if c.hasPrefixFold(s[i:], sub) {
+	// MariaDB compares the needle with the substrings of the same byte
+	// length at each character (my_instr_mb): 'ÀBC' is not found in 'abc'
+	for i := 0; i+len(sub) <= len(s); {
+		if foldCompare(s[i:i+len(sub)], sub) == 0 {
 			return i
 		}
 		_, n := utf8.DecodeRuneInString(s[i:])
 		i += n
 	}
 	return -1
-}
-
-func (c *collation) hasPrefixFold(s, prefix string) bool {
-	for len(prefix) > 0 {
-		if len(s) == 0 {
-			return false
-		}
-		rs, ns := utf8.DecodeRuneInString(s)
-		rp, np := utf8.DecodeRuneInString(prefix)
-		if weight(rs) != weight(rp) {
-			return false
-		}
-		s, prefix = s[ns:], prefix[np:]
-	}
-	return true
 }

@@ -36,7 +36,8 @@ func (c *compiler) column(name string) (node, error) {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
 		return intColumn(i, col), nil
 	case "year":
-		return node{t: typ{k: kInt, coer: coerImplicit}, f: func(row []any) (val, error) {
+		// YEAR is unsigned: i + y is BIGINT UNSIGNED arithmetic
+		return node{t: typ{k: kUint, coer: coerImplicit, year: true}, f: func(row []any) (val, error) {
 			v := at(row)
 			if v == nil {
 				return nullVal, nil
@@ -45,7 +46,7 @@ func (c *compiler) column(name string) (node, error) {
 			if !ok {
 				return nullVal, badValue(col, v)
 			}
-			return intVal(n), nil
+			return uintVal(uint64(n)), nil
 		}}, nil
 	case "bit":
 		return node{t: typ{k: kUint, coer: coerImplicit}, f: func(row []any) (val, error) {

@@ -43,8 +43,19 @@ func aggColl(l, r typ) (*collation, error) {
 		rc = defaultColl
 	}
 	switch {
-	case lc == binaryColl || rc == binaryColl:
+	case lc == binaryColl && rc == binaryColl:
 		return binaryColl, nil
+	case lc == binaryColl:
+		// a byte string wins at a derivation no weaker than the other's
+		if l.coer <= r.coer {
+			return binaryColl, nil
+		}
+		return rc, nil
+	case rc == binaryColl:
+		if r.coer <= l.coer {
+			return binaryColl, nil
+		}
+		return lc, nil
 	case lc.name == rc.name:
 		return lc, nil
 	case l.coer < r.coer:
@@ -73,20 +84,32 @@ func newComparator(l, r typ) (comparator, error) {
 			return c, err
 		}
 		c.mode, c.coll = cmpStr, coll
-	case lk == kDur && rk == kDur, lk == kDur && (rk == kStr || isNum(rk)), rk == kDur && (lk == kStr || isNum(lk)):
+	case lk == kDur && rk == kDur, lk == kDur && rk == kStr, rk == kDur && lk == kStr:
 		c.mode = cmpDur
+	case lk == kDur && isNum(rk), rk == kDur && isNum(lk):
+		// MariaDB's conversions of numbers to TIME in a comparison follow
+		// no rule the differential test could pin down (20200102 = a
+		// TIME of 00:00:00, 8395959 > TIME'838:59:59'): refused
+		return c, fmt.Errorf("comparing a TIME value with a number is not supported; compare it with a string such as '10:20:30'")
 	case lk == kTime || rk == kTime:
 		c.mode = cmpTime
-	case lk == kStr || rk == kStr:
-		c.mode = cmpFloat
 	case lk == kFloat || rk == kFloat:
 		c.mode = cmpFloat
+	case lk == kStr || rk == kStr:
+		// a string against an integer or a DECIMAL column compares as
+		// DECIMAL in MariaDB: int_col = '1.00000000000000000001' is false
+		c.mode = cmpDec
 	case lk == kDec || rk == kDec:
 		c.mode = cmpDec
-		c.lround, c.lscale = lk == kDec, l.scale
-		c.rround, c.rscale = rk == kDec, r.scale
 	default:
 		c.mode = cmpInt
+	}
+	if c.mode == cmpDec {
+		// a DECIMAL side is compared at its declared scale: MariaDB finds
+		// i/3 = 0.3333 true (the quotient carries 9 digits), and
+		// x'616263' >= 32768/12345678901234567890.1 true
+		c.lround, c.lscale = lk == kDec, l.scale
+		c.rround, c.rscale = rk == kDec, r.scale
 	}
 	return c, nil
 }
@@ -105,7 +128,13 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		if c.rround && b.k == kDec {
 			y = y.Round(c.rscale)
 		}
-		return x.Cmp(y), true
+		if n := x.Cmp(y); n != 0 || a.negz == b.negz {
+			return n, true
+		}
+		if a.negz {
+			return -1, true
+		}
+		return 1, true
 	case cmpFloat:
 		x, y := a.toFloat(), b.toFloat()
 		switch {
@@ -193,7 +222,86 @@ func cmpUint64(x, y uint64) int {
 	return 0
 }
 
+// yearConst reads a constant compared with a YEAR column as the column
+// would store it, as MariaDB does before comparing (y = 20 and y = '20'
+// are y = 2020; y = 2020.4 is y = 2020). A constant the column cannot
+// hold, or that it would store as 0, is left as it is.
+func yearConst(col, other node) node {
+	if !col.t.year || !other.cnst {
+		return other
+	}
+	v, err := other.f(nil)
+	if err != nil {
+		return other
+	}
+	var n int64
+	switch v.k {
+	case kInt:
+		n = v.i
+	case kUint:
+		if v.i < 0 {
+			return other
+		}
+		n = v.i
+	case kDec:
+		n = v.d.Round(0).IntPart()
+	case kFloat:
+		if v.f < 0 || v.f > 2155 {
+			return other
+		}
+		n = int64(v.f)
+	case kStr:
+		t := strings.TrimSpace(v.s)
+		x, ok := atoiDigits(t)
+		if !ok {
+			return other
+		}
+		n = x
+	default:
+		return other
+	}
+	if n <= 0 || (n >= 100 && n <= 1900) || n > 2155 {
+		return other
+	}
+	switch {
+	case n < 70:
+		n += 2000
+	case n < 100:
+		n += 1900
+	}
+	out := constNode(intVal(n), typ{k: kInt})
+	out.cnst = true
+	return out
+}
+
+// aggCollAll is the collation of a comparison among several values (IN,
+// BETWEEN, CASE): aggregated over every string among them, as MariaDB
+// aggregates it over all the arguments.
+func aggCollAll(ts ...typ) (*collation, error) {
+	var cur typ
+	have := false
+	for _, t := range ts {
+		if t.k != kStr {
+			continue
+		}
+		if !have {
+			cur, have = t, true
+			continue
+		}
+		c, err := aggColl(cur, t)
+		if err != nil {
+			return nil, err
+		}
+		cur = typ{k: kStr, coll: c, coer: min(cur.coer, t.coer)}
+	}
+	if !have {
+		return nil, nil
+	}
+	return cur.coll, nil
+}
+
 func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
+	r, l = yearConst(l, r), yearConst(r, l)
 	cmp, err := newComparator(l.t, r.t)
 	if err != nil {
 		return node{}, err
@@ -203,12 +311,25 @@ func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 	// a JSON_EXTRACT result compared as a string compares its scalar's
 	// text: MariaDB finds JSON_EXTRACT('{"a": "x"}', '$.a') = 'x' true
 	lj, rj := l.t.json && cmp.mode == cmpStr, r.t.json && cmp.mode == cmpStr
+	// and as a number, its scalar (true 1, false and null 0, a string its
+	// unquoted text), as a DOUBLE
+	ln, rn := l.t.json && cmp.mode != cmpStr, r.t.json && cmp.mode != cmpStr
+	if (ln || rn) && (cmp.mode == cmpDec || cmp.mode == cmpInt) {
+		cmp.mode, cmp.lround, cmp.rround = cmpFloat, false, false
+	}
 	test := cmpTest(op)
 	nullSafe := op == opcode.NullEQ
+	if !nullSafe && (l.t.k == kNull || r.t.k == kNull) {
+		// x = NULL is NULL without evaluating x (MariaDB does not either)
+		return constNode(nullVal, typ{k: kInt}), nil
+	}
 	return node{t: typ{k: kInt}, f: func(row []any) (val, error) {
 		a, err := lf(row)
 		if err != nil {
 			return nullVal, err
+		}
+		if a.k == kNull && !nullSafe {
+			return nullVal, nil // the right side is not evaluated, as in MariaDB
 		}
 		b, err := rf(row)
 		if err != nil {
@@ -222,9 +343,17 @@ func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 		}
 		if lj {
 			a.s = jsonScalarText(a.s)
+		} else if ln {
+			if a = jsonNumeric(a); a.k == kNull {
+				return nullVal, nil
+			}
 		}
 		if rj {
 			b.s = jsonScalarText(b.s)
+		} else if rn {
+			if b = jsonNumeric(b); b.k == kNull {
+				return nullVal, nil
+			}
 		}
 		n, ok := cmp.cmp(a, b, now)
 		if !ok {
@@ -262,12 +391,51 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 	}
 	items := make([]node, len(x.List))
 	cmps := make([]comparator, len(x.List))
+	ts := []typ{e.t}
 	for i, it := range x.List {
 		if items[i], err = c.compile(it); err != nil {
 			return node{}, err
 		}
+		items[i] = yearConst(e, items[i])
+		ts = append(ts, items[i].t)
+	}
+	coll, err := aggCollAll(ts...)
+	if err != nil {
+		return node{}, err
+	}
+	for i := range items {
 		if cmps[i], err = newComparator(e.t, items[i].t); err != nil {
 			return node{}, err
+		}
+		if cmps[i].mode == cmpStr {
+			cmps[i].coll = coll
+		}
+	}
+	// MariaDB compares every element under one type when the pairs'
+	// types are all numeric: DECIMAL for integers and decimals (each
+	// DECIMAL at its scale), else DOUBLE, exactly
+	numeric, anyFloat, anyDec := true, false, false
+	for _, c := range cmps {
+		switch c.mode {
+		case cmpFloat:
+			anyFloat = true
+		case cmpDec:
+			anyDec = true
+		case cmpInt, cmpNull:
+		default:
+			numeric = false
+		}
+	}
+	if numeric && (anyFloat || anyDec) {
+		for i := range cmps {
+			if cmps[i].mode == cmpNull {
+				continue
+			}
+			if anyFloat {
+				cmps[i].mode, cmps[i].lround, cmps[i].rround = cmpFloat, false, false
+			} else if cmps[i].mode == cmpInt {
+				cmps[i].mode = cmpDec
+			}
 		}
 	}
 	ef, not := e.f, x.Not
@@ -291,9 +459,19 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 			av := a
 			if ej && cmps[i].mode == cmpStr {
 				av.s = jsonScalarText(av.s)
+			} else if ej {
+				if av = jsonNumeric(av); av.k == kNull {
+					sawNull = true
+					continue
+				}
 			}
 			if items[i].t.json && cmps[i].mode == cmpStr {
 				b.s = jsonScalarText(b.s)
+			} else if items[i].t.json {
+				if b = jsonNumeric(b); b.k == kNull {
+					sawNull = true
+					continue
+				}
 			}
 			n, ok := cmps[i].cmp(av, b, now)
 			if !ok {
@@ -327,6 +505,11 @@ func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
+	lo, hi = yearConst(e, lo), yearConst(e, hi)
+	coll, err := aggCollAll(e.t, lo.t, hi.t)
+	if err != nil {
+		return node{}, err
+	}
 	cl, err := newComparator(e.t, lo.t)
 	if err != nil {
 		return node{}, err
@@ -334,6 +517,12 @@ func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
 	ch, err := newComparator(e.t, hi.t)
 	if err != nil {
 		return node{}, err
+	}
+	if cl.mode == cmpStr {
+		cl.coll = coll
+	}
+	if ch.mode == cmpStr {
+		ch.coll = coll
 	}
 	// one type for the three (MariaDB aggregates them): when the two
 	// pairs disagree, compare all as the wider of the two
@@ -393,6 +582,23 @@ func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
 		}
 		return res, nil
 	}}, nil
+}
+
+// jsonNumeric is a JSON value in a numeric comparison (never NULL).
+func jsonNumeric(v val) val {
+	t := strings.TrimSpace(v.s)
+	switch t {
+	case "true":
+		return intVal(1)
+	case "false":
+		return intVal(0)
+	case "null":
+		return intVal(0)
+	}
+	if u, ok := jsonUnquote(t); ok {
+		return strVal(u, v.coll)
+	}
+	return v
 }
 
 // jsonScalarText is the text a JSON value compares by: a JSON string's

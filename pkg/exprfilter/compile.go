@@ -33,6 +33,7 @@ type typ struct {
 	date  bool  // kTime: DATE
 	fsp   int8  // kTime/kDur: fractional-second digits
 	enum  bool  // kStr: an ENUM/SET column (also a number)
+	year  bool  // kUint: a YEAR column (constants compared with it are read as years)
 	json  bool  // kStr: JSON text (a JSON column or JSON_EXTRACT)
 }
 
@@ -42,6 +43,9 @@ type evalFn func(row []any) (val, error)
 type node struct {
 	t typ
 	f evalFn
+	// cnst: the node reads no column and no clock, so its value is known
+	// when the expression is compiled
+	cnst bool
 }
 
 // nowFn reads the session clock.
@@ -68,6 +72,39 @@ func constNode(v val, t typ) node {
 }
 
 func (c *compiler) compile(n ast.ExprNode) (node, error) {
+	out, err := c.compileNode(n)
+	if err == nil {
+		out.cnst = isConstant(n)
+	}
+	return out, err
+}
+
+// constVisitor finds a column or a clock function in an expression.
+type constVisitor struct{ varies bool }
+
+func (v *constVisitor) Enter(n ast.Node) (ast.Node, bool) {
+	switch x := n.(type) {
+	case *ast.ColumnNameExpr:
+		v.varies = true
+		return n, true
+	case *ast.FuncCallExpr:
+		if x.FnName.L == "now" || x.FnName.L == "current_timestamp" {
+			v.varies = true
+			return n, true
+		}
+	}
+	return n, false
+}
+
+func (v *constVisitor) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+func isConstant(n ast.ExprNode) bool {
+	var v constVisitor
+	n.Accept(&v)
+	return !v.varies
+}
+
+func (c *compiler) compileNode(n ast.ExprNode) (node, error) {
 	switch x := n.(type) {
 	case *driver.ValueExpr:
 		return literal(x)

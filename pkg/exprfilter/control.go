@@ -84,9 +84,11 @@ func convertTo(v val, t typ) val {
 			return v
 		}
 		return floatVal(v.toFloat())
-	case kTime:
-		if v.k == kTime && v.date && !t.date {
-			v.date, v.s = false, ""
+	case kTime, kDur:
+		// the aggregated type's fractional digits and date-ness decide the
+		// value's text (COALESCE(dt, ts6) shows dt with six digits)
+		if v.k == t.k && (v.fsp != t.fsp || v.date != t.date) {
+			v.fsp, v.date, v.s = t.fsp, t.date, ""
 		}
 	}
 	return v
@@ -134,6 +136,21 @@ func (c *compiler) caseExpr(x *ast.CaseExpr) (node, error) {
 			}
 		}
 		ts = append(ts, res.t)
+	}
+	if value != nil {
+		cts := []typ{value.t}
+		for i := range whens {
+			cts = append(cts, whens[i].cond.t)
+		}
+		coll, err := aggCollAll(cts...)
+		if err != nil {
+			return node{}, err
+		}
+		for i := range whens {
+			if whens[i].cmp.mode == cmpStr {
+				whens[i].cmp.coll = coll
+			}
+		}
 	}
 	var elseNode *node
 	if x.ElseClause != nil {

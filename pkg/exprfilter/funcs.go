@@ -112,7 +112,7 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 			return intVal(int64(utf8.RuneCountInString(s))), nil
 		}), nil
 	case "concat", "concat_ws":
-		return concat(args, name == "concat_ws"), nil
+		return concat(args, name == "concat_ws")
 	case "substring", "substr", "left", "right":
 		return substring(name, args), nil
 	case "lower", "upper":
@@ -213,7 +213,10 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 		return jsonExtract(args)
 	case "json_unquote":
 		f := args[0].f
-		return node{t: typ{k: kStr, coll: defaultColl, coer: coerImplicit}, f: func(row []any) (val, error) {
+		// the result is utf8mb4_bin whatever the argument, coercible: a
+		// column's collation wins over it (MariaDB compares
+		// e > JSON_UNQUOTE(...) under e's collation)
+		return node{t: typ{k: kStr, coll: binaryCollJSON, coer: coerCoercible}, f: func(row []any) (val, error) {
 			v, err := f(row)
 			if err != nil || v.k == kNull {
 				return nullVal, err
@@ -222,7 +225,7 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 			if u, ok := jsonUnquote(strings.TrimSpace(s)); ok {
 				s = u
 			}
-			return strVal(s, defaultColl), nil
+			return strVal(s, binaryCollJSON), nil
 		}}, nil
 	}
 	return node{}, refuse(fmt.Sprintf("the function %s", strings.ToUpper(x.FnName.O)))
@@ -248,25 +251,23 @@ func intFunc1(a node, fn func(val) (val, error)) node {
 	}}
 }
 
-func concat(args []node, ws bool) node {
+func concat(args []node, ws bool) (node, error) {
+	// the result's collation is aggregated over the string arguments
+	// (numbers, whose derivation is the weakest, do not count)
 	t := typ{k: kStr, coll: defaultColl, coer: coerCoercible}
-	for i, a := range args {
-		if ws && i == 0 {
-			continue
-		}
-		at := strType(a.t)
-		if at.coll == binaryColl {
-			t = at
-			break
-		}
-		if at.coer < t.coer {
-			t = at
+	var ts []typ
+	for _, a := range args {
+		if a.t.k == kStr {
+			ts = append(ts, a.t)
+			t.coer = min(t.coer, a.t.coer)
 		}
 	}
-	if ws {
-		if st := strType(args[0].t); st.coll == binaryColl {
-			t = st
-		}
+	coll, err := aggCollAll(ts...)
+	if err != nil {
+		return node{}, err
+	}
+	if coll != nil {
+		t.coll = coll
 	}
 	return node{t: t, f: func(row []any) (val, error) {
 		var b strings.Builder
@@ -297,7 +298,7 @@ func concat(args []node, ws bool) node {
 			b.WriteString(v.toStr())
 		}
 		return strVal(b.String(), t.coll), nil
-	}}
+	}}, nil
 }
 
 // chars splits s into characters (bytes for a binary string) by offsets.
@@ -693,18 +694,13 @@ func datePart(name string, a node, now nowFn) node {
 			case kTime:
 				us, _ = v.toDuration()
 			case kStr:
-				if p, date, _, ok := parseDatetime(v.s); ok && !date {
-					us, _ = val{k: kTime, i: p}.toDuration()
-				} else if d, _, ok := parseDuration(v.s); ok {
-					us = d
-				} else if ok && date {
-					us = 0
-				} else {
+				var ok bool
+				if us, ok = strToTimeOfDay(v.s); !ok {
 					return nullVal, nil
 				}
 			default:
 				var ok bool
-				if us, ok = v.toDuration(); !ok {
+				if us, ok = numberToTimeOfDay(v); !ok {
 					return nullVal, nil
 				}
 			}
@@ -728,6 +724,62 @@ func datePart(name string, a node, now nowFn) node {
 		}
 		return intVal(t.d), nil
 	}}
+}
+
+// strToTimeOfDay reads a string as HOUR() and MINUTE() do: a DATETIME's
+// time, else the TIME at the start of the string ('2020-01-02' reads as
+// 20:20, i.e. 00:20:20, as in MariaDB).
+func strToTimeOfDay(s string) (int64, bool) {
+	if p, date, _, ok := parseDatetime(s); ok && !date {
+		return val{k: kTime, i: p}.toDuration()
+	}
+	t := strings.TrimLeft(s, " \t\r\n")
+	end := 0
+	if end < len(t) && t[end] == '-' {
+		end++
+	}
+	colons := 0
+	for end < len(t) {
+		ch := t[end]
+		switch {
+		case ch >= '0' && ch <= '9':
+		case ch == ':' && colons < 2 && end+1 < len(t) && t[end+1] >= '0' && t[end+1] <= '9':
+			colons++
+		case ch == '.' && end+1 < len(t) && t[end+1] >= '0' && t[end+1] <= '9':
+		default:
+			goto done
+		}
+		end++
+	}
+done:
+	if end < len(t) && (unicode.IsLetter(rune(t[end])) || t[end] == '.') {
+		return 0, false // '1e2', '10x': no TIME
+	}
+	us, _, ok := parseDuration(t[:end])
+	return us, ok
+}
+
+// numberToTimeOfDay reads a number as HOUR() and MINUTE() do: a
+// YYYYMMDD[hhmmss] number as a DATETIME, else [-]hhmmss, clipped to
+// 838:59:59.
+func numberToTimeOfDay(v val) (int64, bool) {
+	n, u := v.toInt()
+	if u && n < 0 {
+		n = math.MaxInt64
+	}
+	if v.k == kDec || v.k == kFloat {
+		n = v.toDec().Truncate(0).IntPart()
+	}
+	if abs64(n) >= 10000101 {
+		if p, _, ok := numberToDatetime(intVal(abs64(n))); ok {
+			return val{k: kTime, i: p}.toDuration()
+		}
+	}
+	const maxTime = 8385959
+	if abs64(n) > maxTime {
+		return ((838*60+59)*60 + 59) * 1e6, true
+	}
+	return v.toDuration()
 }
 
 // dayNumber is the day count from year 0 (MariaDB's calc_daynr); false
@@ -818,8 +870,8 @@ func (c *compiler) timestampdiff(x *ast.FuncCallExpr) (node, error) {
 }
 
 // unixTimestamp is UNIX_TIMESTAMP(x): seconds since the epoch of x read
-// in the session time zone (a DECIMAL with x's fraction); 0 for a value
-// outside the TIMESTAMP range, NULL for no date.
+// in the session time zone (a DECIMAL with x's fraction); NULL for a
+// value outside the TIMESTAMP range and for no date.
 func (c *compiler) unixTimestamp(a node) node {
 	fsp := int8(0)
 	if a.t.k == kTime && !a.t.date {
@@ -841,10 +893,7 @@ func (c *compiler) unixTimestamp(a node) node {
 		}
 		t, ok := goTime(p, loc)
 		if !ok || t.Before(time.Unix(0, 0)) || t.Unix() > 2147483647 {
-			if fsp > 0 {
-				return decVal(decimal.New(0, -int32(fsp))), nil
-			}
-			return intVal(0), nil
+			return nullVal, nil // outside the TIMESTAMP range: NULL, as MariaDB
 		}
 		if fsp > 0 {
 			us := t.UnixMicro()

@@ -89,6 +89,8 @@ func jsonExtract(args []node) (node, error) {
 		}
 		paths[i] = steps
 	}
+	// utf8mb4_bin at a column's derivation: against a text column it
+	// compares bytewise (JSON_UNQUOTE's result is weaker, see there)
 	t := typ{k: kStr, coll: binaryCollJSON, coer: coerImplicit, json: true}
 	f := args[0].f
 	return node{t: t, f: func(row []any) (val, error) {

@@ -179,8 +179,8 @@ func parseDatetime(s string) (p int64, date bool, fsp int8, ok bool) {
 			i = j + 1
 			continue
 		}
-		if d >= '0' && d <= '9' {
-			return 0, false, 0, false
+		if d >= '0' && d <= '9' || (n < 3 && d == ':') {
+			return 0, false, 0, false // a ':' before the time is a TIME, not a date
 		}
 		j++
 		if n == 3 {
@@ -403,41 +403,46 @@ func numberToDatetime(v val) (int64, bool, bool) {
 	if n < 0 || us < 0 {
 		return 0, false, false
 	}
-	if n == 0 {
-		return 0, false, true
-	}
-	var y, mo, d, h, mi, s int64
-	date := false
+	// MariaDB's number_to_datetime: YYMMDD from 2000-01-01 to 2069-12-31
+	// and 1970 to 1999, YYYYMMDD, then the same with hhmmss
+	const yy = 70
+	date := true
 	switch {
-	case n < 100: // too short
+	case n == 0 || n >= 10000101000000:
+		date = n == 0
+	case n < 101:
 		return 0, false, false
-	case n <= 991231: // YYMMDD
-		y, mo, d, date = twoDigitYear(n/10000), n/100%100, n%100, true
-		if n/10000 == 0 {
-			y = 2000
-		}
+	case n <= (yy-1)*10000+1231:
+		n = (n + 20000000) * 1000000
+	case n < yy*10000+101:
+		return 0, false, false
+	case n <= 991231:
+		n = (n + 19000000) * 1000000
 	case n < 10000101:
 		return 0, false, false
-	case n <= 99991231: // YYYYMMDD
-		y, mo, d, date = n/10000, n/100%100, n%100, true
+	case n <= 99991231:
+		n *= 1000000
 	case n < 101000000:
 		return 0, false, false
-	case n <= 991231235959: // YYMMDDhhmmss
-		dpart := n / 1000000
-		y, mo, d = twoDigitYear(dpart/10000), dpart/100%100, dpart%100
-		h, mi, s = n/10000%100, n/100%100, n%100
+	case n <= (yy-1)*10000000000+1231235959:
+		n, date = n+20000000000000, false
+	case n < yy*10000000000+101000000:
+		return 0, false, false
+	case n <= 991231235959:
+		n, date = n+19000000000000, false
 	default:
-		dpart := n / 1000000
-		y, mo, d = dpart/10000, dpart/100%100, dpart%100
-		h, mi, s = n/10000%100, n/100%100, n%100
+		date = false
 	}
-	if !validDate(y, mo, d) || h > 23 || mi > 59 || s > 59 {
+	dpart, tpart := n/1000000, n%1000000
+	y, mo, d := dpart/10000, dpart/100%100, dpart%100
+	h, mi, sec := tpart/10000, tpart/100%100, tpart%100
+	if !validDate(y, mo, d) || h > 23 || mi > 59 || sec > 59 {
 		return 0, false, false
 	}
 	if date {
 		us = 0
 	}
-	return packDatetime(y, mo, d, h, mi, s, us), date, true
+	return packDatetime(y, mo, d, h, mi, sec, us), date, true
 }
 
 // toDatetime converts v to a packed DATETIME for a comparison or a
@@ -471,13 +476,7 @@ func (v val) toDuration() (int64, bool) {
 		t := unpackDatetime(v.i)
 		return ((t.h*60+t.mi)*60+t.s)*1e6 + t.us, true
 	case kStr:
-		if us, _, ok := parseDuration(v.s); ok {
-			return us, true
-		}
-		if p, _, _, ok := parseDatetime(v.s); ok {
-			return val{k: kTime, i: p}.toDuration()
-		}
-		return 0, false
+		return strToTimeOfDay(v.s)
 	case kNull:
 		return 0, false
 	}

@@ -29,6 +29,7 @@ type val struct {
 	k      kind
 	date   bool // kTime: a DATE (no time part)
 	hasNum bool // kStr: an ENUM or SET member whose number is i
+	negz   bool // kDec: MariaDB's "-0" that a DECIMAL % leaves, less than 0
 	fsp    int8 // kTime/kDur: fractional-second digits; kDec: unused
 	i      int64
 	f      float64
