@@ -29,6 +29,8 @@ type comparator struct {
 	rscale int32
 	lround bool
 	rround bool
+	lyear  bool // cmpTime: the side is a YEAR, which reads as YYYY-00-00
+	ryear  bool
 }
 
 // aggColl picks the collation of a comparison of two strings (MariaDB's
@@ -95,14 +97,20 @@ func newComparator(l, r typ) (comparator, error) {
 		c.mode = cmpTime
 	case lk == kFloat || rk == kFloat:
 		c.mode = cmpFloat
-	case lk == kStr || rk == kStr:
-		// a string against an integer or a DECIMAL column compares as
+	case lk == kStr && l.cnst || rk == kStr && r.cnst:
+		// a string constant against an integer or a DECIMAL compares as
 		// DECIMAL in MariaDB: int_col = '1.00000000000000000001' is false
 		c.mode = cmpDec
+	case lk == kStr || rk == kStr:
+		// a string column (or function of one) as DOUBLE
+		c.mode = cmpFloat
 	case lk == kDec || rk == kDec:
 		c.mode = cmpDec
 	default:
 		c.mode = cmpInt
+	}
+	if c.mode == cmpTime {
+		c.lyear, c.ryear = l.year, r.year
 	}
 	if c.mode == cmpDec {
 		// a DECIMAL side is compared at its declared scale: MariaDB finds
@@ -122,10 +130,13 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		return cmpInts(a, b), true
 	case cmpDec:
 		x, y := a.toDec(), b.toDec()
+		// rounding away fraction digits also drops a "-0"'s sign
 		if c.lround && a.k == kDec {
+			a.negz = a.negz && fracDigits(x) <= c.lscale
 			x = x.Round(c.lscale)
 		}
 		if c.rround && b.k == kDec {
+			b.negz = b.negz && fracDigits(y) <= c.rscale
 			y = y.Round(c.rscale)
 		}
 		if n := x.Cmp(y); n != 0 || a.negz == b.negz {
@@ -156,6 +167,12 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 	case cmpTime:
 		x, _, okx := a.toDatetime(now)
 		y, _, oky := b.toDatetime(now)
+		if c.lyear {
+			x, okx = yearDatetime(a), true
+		}
+		if c.ryear {
+			y, oky = yearDatetime(b), true
+		}
 		if !okx {
 			x = 0
 		}
@@ -175,6 +192,11 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		return cmpInt64(x, y), true
 	}
 	return 0, false
+}
+
+// yearDatetime is a YEAR as a DATETIME: YYYY-00-00 (0000-00-00 for 0).
+func yearDatetime(v val) int64 {
+	return packDatetime(v.i, 0, 0, 0, 0, 0, 0)
 }
 
 func cmpInt64(x, y int64) int {
@@ -389,6 +411,17 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
+	if len(x.List) == 1 {
+		// MariaDB rewrites x IN (y) as x = y, with the comparison's rules
+		y, err := c.compile(x.List[0])
+		if err != nil {
+			return node{}, err
+		}
+		if x.Not {
+			return c.comparison(opcode.NE, e, y)
+		}
+		return c.comparison(opcode.EQ, e, y)
+	}
 	items := make([]node, len(x.List))
 	cmps := make([]comparator, len(x.List))
 	ts := []typ{e.t}
@@ -412,8 +445,8 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 		}
 	}
 	// MariaDB compares every element under one type when the pairs'
-	// types are all numeric: DECIMAL for integers and decimals (each
-	// DECIMAL at its scale), else DOUBLE, exactly
+	// types are all numeric: DECIMAL for integers and decimals, else
+	// DOUBLE; exactly (unlike =, a DECIMAL is not rounded to its scale)
 	numeric, anyFloat, anyDec := true, false, false
 	for _, c := range cmps {
 		switch c.mode {
@@ -425,6 +458,9 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 		default:
 			numeric = false
 		}
+	}
+	for i := range cmps {
+		cmps[i].lround, cmps[i].rround = false, false
 	}
 	if numeric && (anyFloat || anyDec) {
 		for i := range cmps {

@@ -34,6 +34,7 @@ type typ struct {
 	fsp   int8  // kTime/kDur: fractional-second digits
 	enum  bool  // kStr: an ENUM/SET column (also a number)
 	year  bool  // kUint: a YEAR column (constants compared with it are read as years)
+	cnst  bool  // the value reads no column and no clock (set by compile)
 	json  bool  // kStr: JSON text (a JSON column or JSON_EXTRACT)
 }
 
@@ -75,6 +76,7 @@ func (c *compiler) compile(n ast.ExprNode) (node, error) {
 	out, err := c.compileNode(n)
 	if err == nil {
 		out.cnst = isConstant(n)
+		out.t.cnst = out.cnst
 	}
 	return out, err
 }

@@ -30,6 +30,7 @@ type val struct {
 	date   bool // kTime: a DATE (no time part)
 	hasNum bool // kStr: an ENUM or SET member whose number is i
 	negz   bool // kDec: MariaDB's "-0" that a DECIMAL % leaves, less than 0
+	bitLen int8 // kUint from a BIT(n) column: its text is these many big-endian bytes
 	fsp    int8 // kTime/kDur: fractional-second digits; kDec: unused
 	i      int64
 	f      float64
@@ -304,6 +305,13 @@ func (v val) toStr() string {
 	case kInt:
 		return strconv.FormatInt(v.i, 10)
 	case kUint:
+		if v.bitLen > 0 {
+			b := make([]byte, v.bitLen)
+			for j := range b {
+				b[j] = byte(uint64(v.i) >> (8 * (int(v.bitLen) - 1 - j)))
+			}
+			return string(b)
+		}
 		return strconv.FormatUint(uint64(v.i), 10)
 	case kDec:
 		return formatDec(v.d)
