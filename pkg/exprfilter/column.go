@@ -100,7 +100,9 @@ func (c *compiler) column(name string) (node, error) {
 			case nil:
 				return nullVal, nil
 			case float32:
-				return floatVal(float64(x)), nil
+				v := floatVal(float64(x))
+				v.f32 = col.DataType == "float"
+				return v, nil
 			case float64:
 				return floatVal(x), nil
 			default:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
@@ -131,12 +133,12 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 	case cmpDec:
 		x, y := a.toDec(), b.toDec()
 		// rounding away fraction digits also drops a "-0"'s sign
-		if c.lround && a.k == kDec {
-			a.negz = a.negz && fracDigits(x) <= c.lscale
+		if c.lround && a.k == kDec && fracDigits(x) > c.lscale {
+			a.negz = false
 			x = x.Round(c.lscale)
 		}
-		if c.rround && b.k == kDec {
-			b.negz = b.negz && fracDigits(y) <= c.rscale
+		if c.rround && b.k == kDec && fracDigits(y) > c.rscale {
+			b.negz = false
 			y = y.Round(c.rscale)
 		}
 		if n := x.Cmp(y); n != 0 || a.negz == b.negz {
@@ -322,14 +324,72 @@ func aggCollAll(ts ...typ) (*collation, error) {
 	return cur.coll, nil
 }
 
+// sameScale gives a DECIMAL or integer constant compared with a DECIMAL
+// expression the expression's scale when that is exact, so that
+// comparing the two (shopspring's Cmp of equal exponents) allocates
+// nothing per row. The constant keeps its static type.
+func sameScale(expr, other node) node {
+	if expr.t.k != kDec || !other.cnst || expr.cnst {
+		return other
+	}
+	switch {
+	case other.t.k == kDec && other.t.scale <= expr.t.scale:
+	case other.t.k == kInt || other.t.k == kUint:
+	default:
+		return other
+	}
+	v, err := other.f(nil)
+	if err != nil || v.k == kNull || (v.k == kDec && fracDigits(v.d) > expr.t.scale) {
+		return other
+	}
+	d := v.toDec()
+	v = decVal(decimal.New(0, -expr.t.scale).Add(d))
+	out := constNode(v, other.t)
+	out.cnst = true
+	return out
+}
+
+// preTemporal reads a string or number constant compared as a DATETIME
+// or TIME once, at compile time, instead of on every row (an unreadable
+// one is the zero value, as the comparison would read it).
+func preTemporal(mode cmpMode, n node, now nowFn) node {
+	if !n.cnst || n.t.year || (n.t.k != kStr && !isNum(n.t.k)) || (mode != cmpTime && mode != cmpDur) {
+		return n
+	}
+	v, err := n.f(nil)
+	if err != nil || v.k == kNull {
+		return n
+	}
+	var out val
+	if mode == cmpTime {
+		p, date, ok := v.toDatetime(now)
+		if !ok {
+			p = 0
+		}
+		out = timeVal(p, date, 6)
+	} else {
+		us, ok := v.toDuration()
+		if !ok {
+			us = 0
+		}
+		out = val{k: kDur, i: us, fsp: 6}
+	}
+	// the static type stays: only the comparison reads the value
+	c := constNode(out, n.t)
+	c.cnst = true
+	return c
+}
+
 func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 	r, l = yearConst(l, r), yearConst(r, l)
+	r, l = sameScale(l, r), sameScale(r, l)
 	cmp, err := newComparator(l.t, r.t)
 	if err != nil {
 		return node{}, err
 	}
-	lf, rf := l.f, r.f
 	now := c.nowFn()
+	l, r = preTemporal(cmp.mode, l, now), preTemporal(cmp.mode, r, now)
+	lf, rf := l.f, r.f
 	// a JSON_EXTRACT result compared as a string compares its scalar's
 	// text: MariaDB finds JSON_EXTRACT('{"a": "x"}', '$.a') = 'x' true
 	lj, rj := l.t.json && cmp.mode == cmpStr, r.t.json && cmp.mode == cmpStr
@@ -559,6 +619,9 @@ func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
 	}
 	if ch.mode == cmpStr {
 		ch.coll = coll
+	}
+	if cl.mode == ch.mode {
+		lo, hi = preTemporal(cl.mode, lo, c.now), preTemporal(ch.mode, hi, c.now)
 	}
 	// one type for the three (MariaDB aggregates them): when the two
 	// pairs disagree, compare all as the wider of the two

@@ -210,7 +210,7 @@ func (g *generator) value(cls string, depth int) gen {
 	case clsStr, clsBin:
 		switch g.r.IntN(12) {
 		case 0:
-			return call("CONCAT", g.value(cls, d), g.value(g.pick([]string{clsStr, clsInt}), d))
+			return call("CONCAT", g.value(cls, d), g.value(g.pick([]string{clsStr, clsInt, clsFlt, clsDec, clsDT, clsDate, clsTime}), d))
 		case 1:
 			return call("CONCAT_WS", same(g.pick([]string{"'-'", "','"})), g.value(cls, d), g.value(clsStr, d), g.leaf(clsStr))
 		case 2:
