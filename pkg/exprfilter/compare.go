@@ -3,6 +3,7 @@ package exprfilter
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -351,8 +352,11 @@ func sameScale(expr, other node) node {
 
 // preTemporal reads a string or number constant compared as a DATETIME
 // or TIME once, at compile time, instead of on every row (an unreadable
-// one is the zero value, as the comparison would read it).
-func preTemporal(mode cmpMode, n node, now nowFn) node {
+// one is the zero value, as the comparison would read it). A DATETIME
+// text with a time zone offset ('2021-01-01 12:34:56.5678+08:00', as
+// MySQL 8 and DM's own test write it) is that instant in the session's
+// time zone loc.
+func preTemporal(mode cmpMode, n node, now nowFn, loc *time.Location) node {
 	if !n.cnst || n.t.year || (n.t.k != kStr && !isNum(n.t.k)) || (mode != cmpTime && mode != cmpDur) {
 		return n
 	}
@@ -363,6 +367,9 @@ func preTemporal(mode cmpMode, n node, now nowFn) node {
 	var out val
 	if mode == cmpTime {
 		p, date, ok := v.toDatetime(now)
+		if !ok && v.k == kStr {
+			p, ok = offsetDatetime(v.s, loc)
+		}
 		if !ok {
 			p = 0
 		}
@@ -380,6 +387,33 @@ func preTemporal(mode cmpMode, n node, now nowFn) node {
 	return c
 }
 
+// offsetDatetime reads "<datetime>+hh:mm" / "-hh:mm" as the packed
+// DATETIME of that instant in loc.
+func offsetDatetime(s string, loc *time.Location) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) < 6 || s[len(s)-3] != ':' || (s[len(s)-6] != '+' && s[len(s)-6] != '-') {
+		return 0, false
+	}
+	hh, ok1 := atoiDigits(s[len(s)-5 : len(s)-3])
+	mm, ok2 := atoiDigits(s[len(s)-2:])
+	if !ok1 || !ok2 || hh > 14 || mm > 59 {
+		return 0, false
+	}
+	off := int((hh*60 + mm) * 60)
+	if s[len(s)-6] == '-' {
+		off = -off
+	}
+	p, date, _, ok := parseDatetime(s[:len(s)-6])
+	if !ok || date {
+		return 0, false
+	}
+	t, ok := goTime(p, time.FixedZone("", off))
+	if !ok {
+		return 0, false
+	}
+	return fromGoTime(t.In(loc), 6).i, true
+}
+
 func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 	r, l = yearConst(l, r), yearConst(r, l)
 	r, l = sameScale(l, r), sameScale(r, l)
@@ -388,7 +422,7 @@ func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 		return node{}, err
 	}
 	now := c.nowFn()
-	l, r = preTemporal(cmp.mode, l, now), preTemporal(cmp.mode, r, now)
+	l, r = preTemporal(cmp.mode, l, now, c.loc), preTemporal(cmp.mode, r, now, c.loc)
 	lf, rf := l.f, r.f
 	// a JSON_EXTRACT result compared as a string compares its scalar's
 	// text: MariaDB finds JSON_EXTRACT('{"a": "x"}', '$.a') = 'x' true
@@ -621,7 +655,7 @@ func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
 		ch.coll = coll
 	}
 	if cl.mode == ch.mode {
-		lo, hi = preTemporal(cl.mode, lo, c.now), preTemporal(ch.mode, hi, c.now)
+		lo, hi = preTemporal(cl.mode, lo, c.now, c.loc), preTemporal(ch.mode, hi, c.now, c.loc)
 	}
 	// one type for the three (MariaDB aggregates them): when the two
 	// pairs disagree, compare all as the wider of the two
