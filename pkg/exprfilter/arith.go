@@ -81,13 +81,17 @@ func arith(op opcode.Op, l, r node) (node, error) {
 	if lk != kInt && lk != kUint || rk != kInt && rk != kUint {
 		divClass = kDec
 	}
+	// MariaDB evaluates both operands of a DOUBLE or integer operation
+	// before it looks at NULL (so NULL / (d * 1e300) still overflows), the
+	// second of a DECIMAL one only when the first is not NULL
+	lazy := out.k == kDec && op != opcode.IntDiv
 	f := func(row []any) (val, error) {
 		a, err := lf(row)
-		if err != nil || a.k == kNull {
+		if err != nil || (lazy && a.k == kNull) {
 			return nullVal, err
 		}
 		b, err := rf(row)
-		if err != nil || b.k == kNull {
+		if err != nil || a.k == kNull || b.k == kNull {
 			return nullVal, err
 		}
 		if op == opcode.IntDiv {
@@ -130,12 +134,18 @@ func floatOp(op opcode.Op, x, y float64) (val, error) {
 	return floatVal(z), nil
 }
 
-// decDiv divides as MariaDB does: the quotient has as many 9-digit words
-// of fraction as the operands' fractions and div_precision_increment
-// take, each rounded up to whole words, and is truncated there.
-func decDiv(x, y decimal.Decimal) decimal.Decimal {
+// decDiv divides as MariaDB's do_div_mod does: each operand's fraction
+// is padded to whole 9-digit words, the padding counts toward the
+// increment (div_precision_increment for /, 0 for DIV), and the quotient
+// has the words the padded fractions and the rest of the increment take,
+// truncated there: 1/3 = 0.333333333, 5/dcw with dcw a DECIMAL(30,10)
+// keeps 18 digits.
+func decDiv(x, y decimal.Decimal, incr int32) decimal.Decimal {
 	words := func(d int32) int32 { return (d + 8) / 9 }
-	prec := 9 * (words(fracDigits(x)) + words(fracDigits(y)) + words(divPrecisionIncrement))
+	f1, f2 := fracDigits(x), fracDigits(y)
+	p1, p2 := 9*words(f1), 9*words(f2)
+	incr = max(0, incr-(p1-f1)-(p2-f2))
+	prec := 9 * words(p1+p2+incr)
 	q, _ := x.QuoRem(y, prec)
 	return q
 }
@@ -159,7 +169,11 @@ func decOp(op opcode.Op, x, y decimal.Decimal) (val, error) {
 		if y.IsZero() {
 			return nullVal, nil
 		}
-		return decVal(decDiv(x, y)), nil
+		q := decDiv(x, y, divPrecisionIncrement)
+		v := decVal(q)
+		// a quotient truncated to zero keeps the sign (MariaDB's "-0")
+		v.negz = q.IsZero() && !x.IsZero() && x.Sign() != y.Sign()
+		return v, nil
 	case opcode.Mod:
 		if y.IsZero() {
 			return nullVal, nil
@@ -295,7 +309,7 @@ func intDiv(a, b val, class kind, unsigned bool) (val, error) {
 		if y.IsZero() {
 			return nullVal, nil
 		}
-		q := decDiv(a.toDec(), y).Truncate(0)
+		q := decDiv(a.toDec(), y, 0).Truncate(0)
 		if unsigned {
 			if q.Sign() < 0 || q.GreaterThan(maxUint64Dec) {
 				return nullVal, outOfRange

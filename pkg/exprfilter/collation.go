@@ -27,6 +27,7 @@ type collation struct {
 	name   string
 	binary bool // compare bytes
 	pad    bool // PAD SPACE: trailing spaces do not count
+	uca    bool // a UCA collation (unicode_ci, ...): control characters weigh nothing
 }
 
 var (
@@ -46,22 +47,97 @@ func collationOf(name string) *collation {
 	case n == defaultColl.name:
 		return defaultColl
 	}
+	bin := strings.HasSuffix(n, "_bin")
 	return &collation{
 		name:   n,
-		binary: strings.HasSuffix(n, "_bin"),
+		binary: bin,
 		pad:    !strings.Contains(n, "_nopad_") && !strings.Contains(n, "0900"),
+		uca:    !bin && (strings.Contains(n, "unicode") || strings.Contains(n, "uca") || strings.Contains(n, "0900")),
 	}
 }
 
 // compare returns -1, 0 or 1.
 func (c *collation) compare(a, b string) int {
-	if c.pad {
-		a, b = trimTrailingSpaces(a), trimTrailingSpaces(b)
+	if !c.pad {
+		if c.binary {
+			return strings.Compare(a, b)
+		}
+		return foldCompare(a, b)
 	}
+	// PAD SPACE: the shorter string compares as if padded with spaces,
+	// so 'a' = 'a  ' and '' > x'00' (in a UCA collation x'00' weighs
+	// nothing: '' = x'00')
+	if c.uca {
+		a, b = stripIgnorable(a), stripIgnorable(b)
+	}
+	for len(a) > 0 && len(b) > 0 {
+		wa, na := c.next(a)
+		wb, nb := c.next(b)
+		if wa != wb {
+			if wa < wb {
+				return -1
+			}
+			return 1
+		}
+		a, b = a[na:], b[nb:]
+	}
+	sign := 1
+	rest := a
+	if len(b) > 0 {
+		sign, rest = -1, b
+	}
+	for len(rest) > 0 {
+		w, n := c.next(rest)
+		switch {
+		case w < ' ':
+			return -sign
+		case w > ' ':
+			return sign
+		}
+		rest = rest[n:]
+	}
+	return 0
+}
+
+// ignorable reports whether a UCA collation gives r no weight (the C0
+// controls other than TAB, LF, VT, FF, CR; DEL and the C1 controls).
+func ignorable(r rune) bool {
+	return r <= 0x08 || (r >= 0x0E && r <= 0x1F) || (r >= 0x7F && r <= 0x9F)
+}
+
+// stripIgnorable drops the characters a UCA collation does not weigh.
+func stripIgnorable(s string) string {
+	clean := true
+	for _, r := range s {
+		if ignorable(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if ignorable(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// next is the weight of the first character of s and its length.
+func (c *collation) next(s string) (rune, int) {
 	if c.binary {
-		return strings.Compare(a, b)
+		if c == binaryColl || s[0] < utf8.RuneSelf {
+			return rune(s[0]), 1
+		}
+		return utf8.DecodeRuneInString(s)
 	}
-	return foldCompare(a, b)
+	if s[0] < utf8.RuneSelf {
+		return weight(rune(s[0])), 1
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return weight(r), n
 }
 
 // charEq reports whether two characters are equal under c (LIKE compares
@@ -71,14 +147,6 @@ func (c *collation) charEq(a, b rune) bool {
 		return a == b
 	}
 	return weight(a) == weight(b)
-}
-
-func trimTrailingSpaces(s string) string {
-	i := len(s)
-	for i > 0 && s[i-1] == ' ' {
-		i--
-	}
-	return s[:i]
 }
 
 // foldCompare compares case- and accent-insensitively without allocating.

@@ -49,6 +49,12 @@ func (c *compiler) column(name string) (node, error) {
 			return uintVal(uint64(n)), nil
 		}}, nil
 	case "bit":
+		// a number, whose text (LIKE, CONCAT) is its bytes, as MariaDB's
+		bits, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSuffix(strings.ToLower(col.ColumnType), ")"), "bit("))
+		if err != nil || bits <= 0 {
+			bits = 1
+		}
+		nbytes := int8((bits + 7) / 8)
 		return node{t: typ{k: kUint, coer: coerImplicit}, f: func(row []any) (val, error) {
 			v := at(row)
 			if v == nil {
@@ -58,7 +64,9 @@ func (c *compiler) column(name string) (node, error) {
 			if !ok {
 				return nullVal, badValue(col, v)
 			}
-			return uintVal(uint64(n)), nil
+			out := uintVal(uint64(n))
+			out.bitLen = nbytes
+			return out, nil
 		}}, nil
 	case "decimal", "numeric":
 		scale := int32(col.Scale)
@@ -92,7 +100,9 @@ func (c *compiler) column(name string) (node, error) {
 			case nil:
 				return nullVal, nil
 			case float32:
-				return floatVal(float64(x)), nil
+				v := floatVal(float64(x))
+				v.f32 = col.DataType == "float"
+				return v, nil
 			case float64:
 				return floatVal(x), nil
 			default:

@@ -3,6 +3,9 @@ package exprfilter
 import (
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
@@ -29,6 +32,8 @@ type comparator struct {
 	rscale int32
 	lround bool
 	rround bool
+	lyear  bool // cmpTime: the side is a YEAR, which reads as YYYY-00-00
+	ryear  bool
 }
 
 // aggColl picks the collation of a comparison of two strings (MariaDB's
@@ -95,14 +100,20 @@ func newComparator(l, r typ) (comparator, error) {
 		c.mode = cmpTime
 	case lk == kFloat || rk == kFloat:
 		c.mode = cmpFloat
-	case lk == kStr || rk == kStr:
-		// a string against an integer or a DECIMAL column compares as
+	case lk == kStr && l.cnst || rk == kStr && r.cnst:
+		// a string constant against an integer or a DECIMAL compares as
 		// DECIMAL in MariaDB: int_col = '1.00000000000000000001' is false
 		c.mode = cmpDec
+	case lk == kStr || rk == kStr:
+		// a string column (or function of one) as DOUBLE
+		c.mode = cmpFloat
 	case lk == kDec || rk == kDec:
 		c.mode = cmpDec
 	default:
 		c.mode = cmpInt
+	}
+	if c.mode == cmpTime {
+		c.lyear, c.ryear = l.year, r.year
 	}
 	if c.mode == cmpDec {
 		// a DECIMAL side is compared at its declared scale: MariaDB finds
@@ -122,10 +133,13 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		return cmpInts(a, b), true
 	case cmpDec:
 		x, y := a.toDec(), b.toDec()
-		if c.lround && a.k == kDec {
+		// rounding away fraction digits also drops a "-0"'s sign
+		if c.lround && a.k == kDec && fracDigits(x) > c.lscale {
+			a.negz = false
 			x = x.Round(c.lscale)
 		}
-		if c.rround && b.k == kDec {
+		if c.rround && b.k == kDec && fracDigits(y) > c.rscale {
+			b.negz = false
 			y = y.Round(c.rscale)
 		}
 		if n := x.Cmp(y); n != 0 || a.negz == b.negz {
@@ -156,6 +170,12 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 	case cmpTime:
 		x, _, okx := a.toDatetime(now)
 		y, _, oky := b.toDatetime(now)
+		if c.lyear {
+			x, okx = yearDatetime(a), true
+		}
+		if c.ryear {
+			y, oky = yearDatetime(b), true
+		}
 		if !okx {
 			x = 0
 		}
@@ -175,6 +195,11 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		return cmpInt64(x, y), true
 	}
 	return 0, false
+}
+
+// yearDatetime is a YEAR as a DATETIME: YYYY-00-00 (0000-00-00 for 0).
+func yearDatetime(v val) int64 {
+	return packDatetime(v.i, 0, 0, 0, 0, 0, 0)
 }
 
 func cmpInt64(x, y int64) int {
@@ -300,14 +325,105 @@ func aggCollAll(ts ...typ) (*collation, error) {
 	return cur.coll, nil
 }
 
+// sameScale gives a DECIMAL or integer constant compared with a DECIMAL
+// expression the expression's scale when that is exact, so that
+// comparing the two (shopspring's Cmp of equal exponents) allocates
+// nothing per row. The constant keeps its static type.
+func sameScale(expr, other node) node {
+	if expr.t.k != kDec || !other.cnst || expr.cnst {
+		return other
+	}
+	switch {
+	case other.t.k == kDec && other.t.scale <= expr.t.scale:
+	case other.t.k == kInt || other.t.k == kUint:
+	default:
+		return other
+	}
+	v, err := other.f(nil)
+	if err != nil || v.k == kNull || (v.k == kDec && fracDigits(v.d) > expr.t.scale) {
+		return other
+	}
+	d := v.toDec()
+	v = decVal(decimal.New(0, -expr.t.scale).Add(d))
+	out := constNode(v, other.t)
+	out.cnst = true
+	return out
+}
+
+// preTemporal reads a string or number constant compared as a DATETIME
+// or TIME once, at compile time, instead of on every row (an unreadable
+// one is the zero value, as the comparison would read it). A DATETIME
+// text with a time zone offset ('2021-01-01 12:34:56.5678+08:00', as
+// MySQL 8 and DM's own test write it) is that instant in the session's
+// time zone loc.
+func preTemporal(mode cmpMode, n node, now nowFn, loc *time.Location) node {
+	if !n.cnst || n.t.year || (n.t.k != kStr && !isNum(n.t.k)) || (mode != cmpTime && mode != cmpDur) {
+		return n
+	}
+	v, err := n.f(nil)
+	if err != nil || v.k == kNull {
+		return n
+	}
+	var out val
+	if mode == cmpTime {
+		p, date, ok := v.toDatetime(now)
+		if !ok && v.k == kStr {
+			p, ok = offsetDatetime(v.s, loc)
+		}
+		if !ok {
+			p = 0
+		}
+		out = timeVal(p, date, 6)
+	} else {
+		us, ok := v.toDuration()
+		if !ok {
+			us = 0
+		}
+		out = val{k: kDur, i: us, fsp: 6}
+	}
+	// the static type stays: only the comparison reads the value
+	c := constNode(out, n.t)
+	c.cnst = true
+	return c
+}
+
+// offsetDatetime reads "<datetime>+hh:mm" / "-hh:mm" as the packed
+// DATETIME of that instant in loc.
+func offsetDatetime(s string, loc *time.Location) (int64, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) < 6 || s[len(s)-3] != ':' || (s[len(s)-6] != '+' && s[len(s)-6] != '-') {
+		return 0, false
+	}
+	hh, ok1 := atoiDigits(s[len(s)-5 : len(s)-3])
+	mm, ok2 := atoiDigits(s[len(s)-2:])
+	if !ok1 || !ok2 || hh > 14 || mm > 59 {
+		return 0, false
+	}
+	off := int((hh*60 + mm) * 60)
+	if s[len(s)-6] == '-' {
+		off = -off
+	}
+	p, date, _, ok := parseDatetime(s[:len(s)-6])
+	if !ok || date {
+		return 0, false
+	}
+	t, ok := goTime(p, time.FixedZone("", off))
+	if !ok {
+		return 0, false
+	}
+	return fromGoTime(t.In(loc), 6).i, true
+}
+
 func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 	r, l = yearConst(l, r), yearConst(r, l)
+	r, l = sameScale(l, r), sameScale(r, l)
 	cmp, err := newComparator(l.t, r.t)
 	if err != nil {
 		return node{}, err
 	}
-	lf, rf := l.f, r.f
 	now := c.nowFn()
+	l, r = preTemporal(cmp.mode, l, now, c.loc), preTemporal(cmp.mode, r, now, c.loc)
+	lf, rf := l.f, r.f
 	// a JSON_EXTRACT result compared as a string compares its scalar's
 	// text: MariaDB finds JSON_EXTRACT('{"a": "x"}', '$.a') = 'x' true
 	lj, rj := l.t.json && cmp.mode == cmpStr, r.t.json && cmp.mode == cmpStr
@@ -389,6 +505,17 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 	if err != nil {
 		return node{}, err
 	}
+	if len(x.List) == 1 {
+		// MariaDB rewrites x IN (y) as x = y, with the comparison's rules
+		y, err := c.compile(x.List[0])
+		if err != nil {
+			return node{}, err
+		}
+		if x.Not {
+			return c.comparison(opcode.NE, e, y)
+		}
+		return c.comparison(opcode.EQ, e, y)
+	}
 	items := make([]node, len(x.List))
 	cmps := make([]comparator, len(x.List))
 	ts := []typ{e.t}
@@ -412,8 +539,8 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 		}
 	}
 	// MariaDB compares every element under one type when the pairs'
-	// types are all numeric: DECIMAL for integers and decimals (each
-	// DECIMAL at its scale), else DOUBLE, exactly
+	// types are all numeric: DECIMAL for integers and decimals, else
+	// DOUBLE; exactly (unlike =, a DECIMAL is not rounded to its scale)
 	numeric, anyFloat, anyDec := true, false, false
 	for _, c := range cmps {
 		switch c.mode {
@@ -425,6 +552,9 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 		default:
 			numeric = false
 		}
+	}
+	for i := range cmps {
+		cmps[i].lround, cmps[i].rround = false, false
 	}
 	if numeric && (anyFloat || anyDec) {
 		for i := range cmps {
@@ -523,6 +653,9 @@ func (c *compiler) between(x *ast.BetweenExpr) (node, error) {
 	}
 	if ch.mode == cmpStr {
 		ch.coll = coll
+	}
+	if cl.mode == ch.mode {
+		lo, hi = preTemporal(cl.mode, lo, c.now, c.loc), preTemporal(ch.mode, hi, c.now, c.loc)
 	}
 	// one type for the three (MariaDB aggregates them): when the two
 	// pairs disagree, compare all as the wider of the two

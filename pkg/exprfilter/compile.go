@@ -34,6 +34,7 @@ type typ struct {
 	fsp   int8  // kTime/kDur: fractional-second digits
 	enum  bool  // kStr: an ENUM/SET column (also a number)
 	year  bool  // kUint: a YEAR column (constants compared with it are read as years)
+	cnst  bool  // the value reads no column and no clock (set by compile)
 	json  bool  // kStr: JSON text (a JSON column or JSON_EXTRACT)
 }
 
@@ -55,6 +56,7 @@ type compiler struct {
 	table *sqlschema.Table
 	loc   *time.Location
 	now   func() time.Time
+	src   string // the statement parsed, for the literals' original text
 }
 
 func (c *compiler) nowFn() nowFn { return c.now }
@@ -75,6 +77,7 @@ func (c *compiler) compile(n ast.ExprNode) (node, error) {
 	out, err := c.compileNode(n)
 	if err == nil {
 		out.cnst = isConstant(n)
+		out.t.cnst = out.cnst
 	}
 	return out, err
 }
@@ -107,7 +110,7 @@ func isConstant(n ast.ExprNode) bool {
 func (c *compiler) compileNode(n ast.ExprNode) (node, error) {
 	switch x := n.(type) {
 	case *driver.ValueExpr:
-		return literal(x)
+		return c.literal(x)
 	case *ast.ColumnNameExpr:
 		return c.column(x.Name.Name.O)
 	case *ast.ParenthesesExpr:
@@ -181,7 +184,7 @@ func (c *compiler) compileNode(n ast.ExprNode) (node, error) {
 }
 
 // literal is a constant.
-func literal(x *driver.ValueExpr) (node, error) {
+func (c *compiler) literal(x *driver.ValueExpr) (node, error) {
 	switch x.Kind() {
 	case driver.KindNull:
 		return constNode(nullVal, typ{k: kNull, coer: coerNone}), nil
@@ -197,7 +200,19 @@ func literal(x *driver.ValueExpr) (node, error) {
 		return constNode(strVal(string(x.GetBytes()), binaryColl), typ{k: kStr, coll: binaryColl, coer: coerCoercible}), nil
 	case driver.KindBinaryLiteral:
 		b := x.GetBinaryLiteral()
-		return constNode(strVal(string(b), binaryColl), typ{k: kStr, coll: binaryColl, coer: coerCoercible}), nil
+		v := strVal(string(b), binaryColl)
+		// b'1111' and 0x41 are numbers in a numeric context, x'41' is not
+		// (MariaDB: b'101' = 5 and 0x41 = 65 are true, x'41' = 65 false)
+		if pos := x.OriginTextPosition(); pos >= 0 && pos < len(c.src) && len(b) <= 8 {
+			if t := strings.ToLower(c.src[pos:min(pos+2, len(c.src))]); t == "b'" || t == "0b" || t == "0x" {
+				var n uint64
+				for _, ch := range []byte(b) {
+					n = n<<8 | uint64(ch)
+				}
+				v.hasNum, v.i = true, int64(n)
+			}
+		}
+		return constNode(v, typ{k: kStr, coll: binaryColl, coer: coerCoercible}), nil
 	case driver.KindMysqlDecimal:
 		d, err := decimal.NewFromString(x.GetMysqlDecimal().String())
 		if err != nil {

@@ -23,6 +23,7 @@ func aggType(ts ...typ) typ {
 		if first {
 			out, first = t, false
 			out.coer = max(out.coer, coerImplicit)
+			out.enum, out.year = false, false // ENUM/SET values come back as text
 			continue
 		}
 		switch {
@@ -326,7 +327,13 @@ func (c *compiler) regexp(x *ast.PatternRegexpExpr) (node, error) {
 		return node{}, err
 	}
 	src := pat
-	if !coll.binary {
+	bytewise := coll == binaryColl
+	switch {
+	case bytewise:
+		// a byte string matches byte by byte: each byte becomes the
+		// character of that code point, in the pattern and the subject
+		src = bytesAsRunes(pat)
+	case !coll.binary:
 		src = "(?i)" + src
 	}
 	re, err := regexp.Compile(src)
@@ -339,6 +346,29 @@ func (c *compiler) regexp(x *ast.PatternRegexpExpr) (node, error) {
 		if err != nil || a.k == kNull {
 			return nullVal, err
 		}
-		return boolVal(re.MatchString(a.toStr()) != not), nil
+		s := a.toStr()
+		if bytewise {
+			s = bytesAsRunes(s)
+		}
+		return boolVal(re.MatchString(s) != not), nil
 	}}, nil
+}
+
+// bytesAsRunes maps each byte of s to the character of that code point.
+func bytesAsRunes(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s
+	}
+	rs := make([]rune, len(s))
+	for i := 0; i < len(s); i++ {
+		rs[i] = rune(s[i])
+	}
+	return string(rs)
 }

@@ -210,7 +210,7 @@ func (g *generator) value(cls string, depth int) gen {
 	case clsStr, clsBin:
 		switch g.r.IntN(12) {
 		case 0:
-			return call("CONCAT", g.value(cls, d), g.value(g.pick([]string{clsStr, clsInt}), d))
+			return call("CONCAT", g.value(cls, d), g.value(g.pick([]string{clsStr, clsInt, clsFlt, clsDec, clsDT, clsDate, clsTime}), d))
 		case 1:
 			return call("CONCAT_WS", same(g.pick([]string{"'-'", "','"})), g.value(cls, d), g.value(clsStr, d), g.leaf(clsStr))
 		case 2:
@@ -254,7 +254,9 @@ func (g *generator) value(cls string, depth int) gen {
 		return call("DATE", g.value(g.pick([]string{clsDT, clsDate}), d))
 	case clsDT:
 		if g.r.IntN(4) == 0 {
-			return same(g.pick([]string{"NOW()", "CURRENT_TIMESTAMP", "NOW(3)"}))
+			// not NOW(3): MariaDB reads the clock once per statement, the
+			// filter once per NOW(), and NOW(3) = NOW() shows the difference
+			return same(g.pick([]string{"NOW()", "CURRENT_TIMESTAMP"}))
 		}
 		return call(g.pick([]string{"IFNULL", "COALESCE"}), g.value(clsDT, d), g.leaf(clsDT))
 	case clsTime:
@@ -489,7 +491,7 @@ func TestDifferentialMariaDB(t *testing.T) {
 	}
 	g.cols[clsInt] = append(g.cols[clsInt], "id")
 
-	pairs, refused, mismatches := 0, 0, 0
+	pairs, refused, constant, mismatches := 0, 0, 0, 0
 	for k := 0; k < n; k++ {
 		x := g.boolean(1 + g.r.IntN(3))
 		e, err := Compile(x.f, env.table)
@@ -500,6 +502,12 @@ func TestDifferentialMariaDB(t *testing.T) {
 				t.Errorf("Compile(%q): %v", x.f, err)
 			}
 			refused++
+			continue
+		}
+		if e.root.cnst {
+			// no column: MariaDB folds constants at prepare time by other
+			// paths (and a filter without a column is not one)
+			constant++
 			continue
 		}
 		want, err := env.serverResults(ctx, x.s)
@@ -531,7 +539,8 @@ func TestDifferentialMariaDB(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("differential test (seed %d): %d expressions, %d expression x row pairs, %d refused, %d mismatches", seed, n, pairs, refused, mismatches)
+	t.Logf("differential test (seed %d): %d expressions, %d expression x row pairs, %d refused, %d constant (skipped), %d mismatches",
+		seed, n, pairs, refused, constant, mismatches)
 }
 
 // documentedRefusal: Compile refuses the constructs docs/operations.md

@@ -74,7 +74,7 @@ func CompileWith(expr string, t *sqlschema.Table, opts Options) (*Expr, error) {
 	if now == nil {
 		now = time.Now
 	}
-	c := &compiler{table: t, loc: loc, now: func() time.Time { return now().In(loc) }}
+	c := &compiler{table: t, loc: loc, now: func() time.Time { return now().In(loc) }, src: selectPrefix + expr}
 	root, err := c.compile(n)
 	if err != nil {
 		return nil, fmt.Errorf("expression filter %q on table %s: %w", expr, t, err)
@@ -105,13 +105,16 @@ func (e *Expr) Eval(row []any) (bool, error) {
 	return t && known, nil
 }
 
+// selectPrefix makes an expression a statement the parser reads.
+const selectPrefix = "SELECT "
+
 // parseExpr parses "SELECT <expr>" and returns the field expression, after
 // checking that every construct in it is supported.
 func parseExpr(expr string) (ast.ExprNode, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, fmt.Errorf("expression filter is empty")
 	}
-	stmts, _, err := parser.New().Parse("SELECT "+expr, "", "")
+	stmts, _, err := parser.New().Parse(selectPrefix+expr, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("expression filter %q does not parse: %v", expr, err)
 	}

@@ -84,7 +84,9 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 		}
 		now := c.nowFn()
 		af, bf := args[0].f, args[1].f
-		return node{t: args[0].t, f: func(row []any) (val, error) {
+		out := args[0].t
+		out.enum, out.year = false, false // an ENUM/SET comes back as its text
+		return node{t: out, f: func(row []any) (val, error) {
 			a, err := af(row)
 			if err != nil || a.k == kNull {
 				return nullVal, err
@@ -98,6 +100,7 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 					return nullVal, nil
 				}
 			}
+			a.hasNum = false
 			return a, nil
 		}}, nil
 	case "length":
@@ -644,15 +647,19 @@ func round(args []node) node {
 		if d < -19 {
 			return intVal(0), nil
 		}
+		// a rounded BIGINT beyond the range saturates (MariaDB warns)
 		dec := v.toDec().Round(int32(d))
 		if k == kUint {
 			if dec.GreaterThan(maxUint64Dec) {
-				return nullVal, errUnsignedOutOfRange
+				return uintVal(math.MaxUint64), nil
 			}
 			return uintVal(dec.BigInt().Uint64()), nil
 		}
-		if dec.GreaterThan(maxInt64Dec) || dec.LessThan(minInt64Dec) {
-			return nullVal, errOutOfRange
+		switch {
+		case dec.GreaterThan(maxInt64Dec):
+			return intVal(math.MaxInt64), nil
+		case dec.LessThan(minInt64Dec):
+			return intVal(math.MinInt64), nil
 		}
 		return intVal(dec.IntPart()), nil
 	}}
@@ -730,6 +737,9 @@ func datePart(name string, a node, now nowFn) node {
 // time, else the TIME at the start of the string ('2020-01-02' reads as
 // 20:20, i.e. 00:20:20, as in MariaDB).
 func strToTimeOfDay(s string) (int64, bool) {
+	if us, _, ok := parseDuration(s); ok {
+		return us, true
+	}
 	if p, date, _, ok := parseDatetime(s); ok && !date {
 		return val{k: kTime, i: p}.toDuration()
 	}
@@ -752,8 +762,8 @@ func strToTimeOfDay(s string) (int64, bool) {
 		end++
 	}
 done:
-	if end < len(t) && (unicode.IsLetter(rune(t[end])) || t[end] == '.') {
-		return 0, false // '1e2', '10x': no TIME
+	if end+1 < len(t) && (t[end] == 'e' || t[end] == 'E') && (t[end+1] >= '0' && t[end+1] <= '9' || t[end+1] == '-' || t[end+1] == '+') {
+		return 0, false // a number with an exponent, '1e2', is no TIME; '12abc' is 00:00:12
 	}
 	us, _, ok := parseDuration(t[:end])
 	return us, ok

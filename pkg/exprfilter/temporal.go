@@ -179,8 +179,8 @@ func parseDatetime(s string) (p int64, date bool, fsp int8, ok bool) {
 			i = j + 1
 			continue
 		}
-		if d >= '0' && d <= '9' || (n < 3 && d == ':') {
-			return 0, false, 0, false // a ':' before the time is a TIME, not a date
+		if d >= '0' && d <= '9' {
+			return 0, false, 0, false
 		}
 		j++
 		if n == 3 {
@@ -194,9 +194,6 @@ func parseDatetime(s string) (p int64, date bool, fsp int8, ok bool) {
 		return 0, false, 0, false
 	}
 	y := parts[0]
-	if widths[0] <= 2 {
-		y = twoDigitYear(y)
-	}
 	if n == 7 {
 		frac := s[len(s)-widths[6]:]
 		fsp = int8(min(len(frac), 6))
@@ -208,6 +205,11 @@ func parseDatetime(s string) (p int64, date bool, fsp int8, ok bool) {
 			}
 		}
 		parts[6] = us
+	}
+	if widths[0] <= 2 && parts != [7]int64{} {
+		// a two-digit year, unless the whole value is zero ('00:00:00'
+		// is 0000-00-00, as in MariaDB)
+		y = twoDigitYear(y)
 	}
 	if !validDate(y, parts[1], parts[2]) || parts[3] > 23 || parts[4] > 59 || parts[5] > 59 {
 		return 0, false, 0, false
@@ -236,11 +238,17 @@ func parseDigitsDatetime(whole, frac string) (int64, bool, int8, bool) {
 	case 14:
 		y, mo, d, h, mi, sec = num(whole[0:4]), num(whole[4:6]), num(whole[6:8]), num(whole[8:10]), num(whole[10:12]), num(whole[12:14])
 	case 12:
-		y, mo, d, h, mi, sec = twoDigitYear(num(whole[0:2])), num(whole[2:4]), num(whole[4:6]), num(whole[6:8]), num(whole[8:10]), num(whole[10:12])
+		y, mo, d, h, mi, sec = num(whole[0:2]), num(whole[2:4]), num(whole[4:6]), num(whole[6:8]), num(whole[8:10]), num(whole[10:12])
+		if num(whole) != 0 || frac != "" && num(frac) != 0 {
+			y = twoDigitYear(y)
+		}
 	case 8:
 		y, mo, d, date = num(whole[0:4]), num(whole[4:6]), num(whole[6:8]), true
 	case 6:
-		y, mo, d, date = twoDigitYear(num(whole[0:2])), num(whole[2:4]), num(whole[4:6]), true
+		y, mo, d, date = num(whole[0:2]), num(whole[2:4]), num(whole[4:6]), true
+		if num(whole) != 0 {
+			y = twoDigitYear(y)
+		}
 	default:
 		return 0, false, 0, false
 	}
@@ -301,14 +309,9 @@ func parseDuration(s string) (us int64, fsp int8, ok bool) {
 	whole, frac, hasFrac := strings.Cut(s, ".")
 	var h, m, sec int64
 	if !strings.Contains(whole, ":") {
-		for i := 0; i < len(whole); i++ {
-			if whole[i] < '0' || whole[i] > '9' {
-				return 0, 0, false
-			}
-		}
-		var x int64
-		for i := 0; i < len(whole); i++ {
-			x = x*10 + int64(whole[i]-'0')
+		x, ok := atoiDigits(whole)
+		if !ok {
+			return 0, 0, false
 		}
 		h, m, sec = x/10000, x/100%100, x%100
 	} else {
@@ -459,6 +462,8 @@ func (v val) toDatetime(now func() time.Time) (int64, bool, bool) {
 		bt = bt.Add(time.Duration(v.i) * time.Microsecond)
 		return fromGoTime(bt, 6).i, false, true
 	case kStr:
+		// any punctuation delimits, as in MariaDB: '00:00:00.5' is
+		// 2000-00-00 05:00:00 and '10:20:30' no date at all
 		p, date, _, ok := parseDatetime(v.s)
 		return p, date, ok
 	case kNull:

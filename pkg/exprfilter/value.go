@@ -30,6 +30,8 @@ type val struct {
 	date   bool // kTime: a DATE (no time part)
 	hasNum bool // kStr: an ENUM or SET member whose number is i
 	negz   bool // kDec: MariaDB's "-0" that a DECIMAL % leaves, less than 0
+	bitLen int8 // kUint from a BIT(n) column: its text is these many big-endian bytes
+	f32    bool // kFloat from a FLOAT column: its text is the shortest float32 form
 	fsp    int8 // kTime/kDur: fractional-second digits; kDec: unused
 	i      int64
 	f      float64
@@ -304,10 +306,20 @@ func (v val) toStr() string {
 	case kInt:
 		return strconv.FormatInt(v.i, 10)
 	case kUint:
+		if v.bitLen > 0 {
+			b := make([]byte, v.bitLen)
+			for j := range b {
+				b[j] = byte(uint64(v.i) >> (8 * (int(v.bitLen) - 1 - j)))
+			}
+			return string(b)
+		}
 		return strconv.FormatUint(uint64(v.i), 10)
 	case kDec:
 		return formatDec(v.d)
 	case kFloat:
+		if v.f32 {
+			return formatFloat32(float32(v.f))
+		}
 		return formatFloat(v.f)
 	case kTime:
 		if v.s != "" {
@@ -332,6 +344,32 @@ func formatDec(d decimal.Decimal) string {
 	return d.String()
 }
 
+// formatFloat32 writes a FLOAT column's value as MariaDB does: the
+// shortest text that reads back as the same float (1.1, not
+// 1.100000023841858).
+func formatFloat32(f float32) string {
+	if f == 0 {
+		return "0"
+	}
+	a := math.Abs(float64(f))
+	if a >= 1e15 || a < 1e-4 {
+		return expForm(strconv.FormatFloat(float64(f), 'e', -1, 32))
+	}
+	return strconv.FormatFloat(float64(f), 'f', -1, 32)
+}
+
+// expForm rewrites Go's 1.5e+15 / 1.5e-05 as MariaDB's 1.5e15 / 1.5e-5.
+func expForm(s string) string {
+	mant, exp, _ := strings.Cut(s, "e")
+	exp = strings.TrimPrefix(exp, "+")
+	neg := strings.HasPrefix(exp, "-")
+	exp = strings.TrimLeft(strings.TrimPrefix(exp, "-"), "0")
+	if neg {
+		exp = "-" + exp
+	}
+	return mant + "e" + exp
+}
+
 // formatFloat writes a double the way MariaDB's val_str does for a DOUBLE
 // expression: the shortest text that reads back, in exponent form from
 // 1e15 up or below 1e-4 (MariaDB's %g-like rules).
@@ -341,16 +379,7 @@ func formatFloat(f float64) string {
 	}
 	a := math.Abs(f)
 	if a >= 1e15 || a < 1e-4 {
-		s := strconv.FormatFloat(f, 'e', -1, 64)
-		// MariaDB writes 1e15 as 1e15, 1.5e-5 as 1.5e-5: no '+' and no leading zeros in the exponent
-		mant, exp, _ := strings.Cut(s, "e")
-		exp = strings.TrimPrefix(exp, "+")
-		neg := strings.HasPrefix(exp, "-")
-		exp = strings.TrimLeft(strings.TrimPrefix(exp, "-"), "0")
-		if neg {
-			exp = "-" + exp
-		}
-		return mant + "e" + exp
+		return expForm(strconv.FormatFloat(f, 'e', -1, 64))
 	}
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
