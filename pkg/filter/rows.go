@@ -193,6 +193,38 @@ func (v *columnNames) Enter(n ast.Node) (ast.Node, bool) {
 
 func (v *columnNames) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
+// ModelFor is the model of rows whose columns are names (binlog order):
+// each column from the first of models that has it (names compare
+// case-insensitively; nil models are skipped), left out when none has it.
+// The sync unit passes the source's table as it is now, then the target's
+// table as of the rows (DDL reaches the target in binlog order), so a
+// column the source dropped since the rows were written is still
+// described.
+func ModelFor(names []string, models ...*sqlschema.Table) *sqlschema.Table {
+	var out *sqlschema.Table
+	for _, m := range models {
+		if m != nil {
+			out = &sqlschema.Table{Schema: m.Schema, Name: m.Name}
+			break
+		}
+	}
+	if out == nil {
+		return &sqlschema.Table{}
+	}
+	for _, n := range names {
+		for _, m := range models {
+			if m == nil {
+				continue
+			}
+			if i := m.ColumnIndex(n); i >= 0 {
+				out.Columns = append(out.Columns, m.Columns[i])
+				break
+			}
+		}
+	}
+	return out
+}
+
 // projectModel is t's columns in the order of names (case-insensitive),
 // leaving out names t lacks; pick maps the model's columns to positions in
 // names, nil when the model is names' columns in order.

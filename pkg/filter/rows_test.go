@@ -130,3 +130,19 @@ func TestRowFilterShapes(t *testing.T) {
 	s, err = b.SkipInsert([]any{int32(1), int32(3), int32(1)})
 	mustSkip(t, "c=1", true, s, err)
 }
+
+// TestModelFor: each column from the first model that has it, the rest
+// left out.
+func TestModelFor(t *testing.T) {
+	src := rowsTable(t, "id", "note")
+	tgt := rowsTable(t, "id", "v", "note")
+	tgt.Columns[0].ColumnType = "bigint(20)" // the source's wins
+	m := ModelFor([]string{"ID", "v", "gone", "note"}, nil, src, tgt)
+	var got []string
+	for _, c := range m.Columns {
+		got = append(got, c.Name+" "+c.ColumnType)
+	}
+	if strings.Join(got, ", ") != "id int(11), v int(11), note varchar(20)" || m.Schema != "app" || m.Name != "t" {
+		t.Errorf("ModelFor = %s.%s %v", m.Schema, m.Name, got)
+	}
+}

@@ -50,12 +50,15 @@ func (x *exprFilters) get(ctx context.Context, ti *tableInfo) (*filter.BoundRows
 	if b, ok := x.bound[ti.Source]; ok && b.ti == ti {
 		return b.rows, nil
 	}
-	model, err := x.sourceModel(ctx, ti)
+	src, err := x.sourceModel(ctx, ti)
 	if err != nil {
 		return nil, err
 	}
 	// The rows hold the binlog's columns; the extend columns follow them.
+	// A column the source's table no longer has is described by the
+	// target's, which has the rows' shape (DDL is applied in order).
 	names := ti.Columns[:len(ti.Columns)-len(ti.Extend)]
+	model := filter.ModelFor(names, src, ti.Model)
 	rows, err := x.rules.Bind(ti.Source.Schema, ti.Source.Table, model, names)
 	if err != nil {
 		return nil, errs.New(CodeExprFilter, false, "sync: %w", err)
@@ -69,7 +72,7 @@ func (x *exprFilters) get(ctx context.Context, ti *tableInfo) (*filter.BoundRows
 
 // sourceModel reads ti's table from the source. A table the source no
 // longer has (dropped since these rows were written) is described by the
-// target's table instead, with a warning.
+// target's table alone (nil here), with a warning.
 func (x *exprFilters) sourceModel(ctx context.Context, ti *tableInfo) (*sqlschema.Table, error) {
 	if x.src == nil {
 		db, err := x.s.sources.Open(x.s.source, x.s.source.DriverConfig(), x.s.cfg.Name, 1)
@@ -83,7 +86,7 @@ func (x *exprFilters) sourceModel(ctx context.Context, ti *tableInfo) (*sqlschem
 	case errors.Is(err, sqlschema.ErrTableNotFound) && ti.Model != nil:
 		x.s.warnOnce(fmt.Sprintf("expression filters of table %s: the source no longer has the table; "+
 			"its rows are filtered by the columns of target table %s", ti.Source, ti.Target))
-		return ti.Model, nil
+		return nil, nil
 	case err != nil:
 		return nil, errs.Wrap(err, CodeReadBinlog, "sync: read table %s of an expression filter from source %s", ti.Source, x.s.cfg.SourceID)
 	}

@@ -35,12 +35,15 @@ func (rd *reader) exprRows(ctx context.Context, t *rowimage.Table, kind binlog.R
 	b, ok := rd.exprs[t.Source]
 	if !ok || b.t != t {
 		b = boundTable{t: t}
-		model, err := sqlschema.ReadTable(ctx, rd.srcDB, t.Source.Schema, t.Source.Table)
+		// As the sync unit: the source's table, and the target's for a
+		// column the source dropped since.
+		src, err := sqlschema.ReadTable(ctx, rd.srcDB, t.Source.Schema, t.Source.Table)
 		if errors.Is(err, sqlschema.ErrTableNotFound) && t.Model != nil {
-			model, err = t.Model, nil
+			src, err = nil, nil
 		}
 		if err == nil {
-			b.rows, err = rules.Bind(t.Source.Schema, t.Source.Table, model, t.Columns[:len(t.Columns)-len(t.Extend)])
+			names := t.Columns[:len(t.Columns)-len(t.Extend)]
+			b.rows, err = rules.Bind(t.Source.Schema, t.Source.Table, filter.ModelFor(names, src, t.Model), names)
 		}
 		b.err = err
 		rd.exprs[t.Source] = b
