@@ -304,21 +304,6 @@ func concat(args []node, ws bool) (node, error) {
 	}}, nil
 }
 
-// chars splits s into characters (bytes for a binary string) by offsets.
-func charOffsets(s string, binary bool, buf []int) []int {
-	buf = buf[:0]
-	if binary {
-		for i := 0; i <= len(s); i++ {
-			buf = append(buf, i)
-		}
-		return buf
-	}
-	for i := range s {
-		buf = append(buf, i)
-	}
-	return append(buf, len(s))
-}
-
 // substr returns characters [from, from+n) of s (0-based; n < 0: to the end).
 func substr(s string, binary bool, from, n int64) string {
 	if binary {
