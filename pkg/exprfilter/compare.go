@@ -276,10 +276,19 @@ func yearConst(col, other node) node {
 		}
 		n = int64(v.f)
 	case kStr:
-		t := strings.TrimSpace(v.s)
-		x, ok := atoiDigits(t)
+		// the leading digits, as the column's store reads a string
+		// ('20abc' and '23:59:59' are 2020 and 2023); '0' and '00' are 2000
+		t := strings.TrimLeft(v.s, " \t\n\r")
+		end := 0
+		for end < len(t) && end < 12 && t[end] >= '0' && t[end] <= '9' {
+			end++
+		}
+		x, ok := atoiDigits(t[:end])
 		if !ok {
 			return other
+		}
+		if x == 0 && end <= 2 {
+			x = 2000
 		}
 		n = x
 	default:

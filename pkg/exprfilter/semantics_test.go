@@ -110,7 +110,7 @@ func TestYearSemantics(t *testing.T) {
 	tb := oneColumnTable(t, "year", "year(4)", "", "")
 	for expr, want := range map[string]bool{
 		"c = 20": true, "c = '20'": true, "c = 2020.4": true, "c = 2020": true, "c < 100": false,
-		"c > '2019-06-01'": true,
+		"c > '2019-06-01'": true, "c = '20abc'": true, "'23:59:59' < c": false, "c = 'abc'": false,
 	} {
 		if got := evalOne(t, tb, expr, 2020); got != want {
 			t.Errorf("%s on YEAR 2020 = %v, want %v", expr, got, want)
