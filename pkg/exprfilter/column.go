@@ -70,7 +70,7 @@ func (c *compiler) column(name string) (node, error) {
 		}}, nil
 	case "decimal", "numeric":
 		scale := int32(col.Scale)
-		return node{t: typ{k: kDec, scale: scale, coer: coerImplicit}, f: func(row []any) (val, error) {
+		return node{t: typ{k: kDec, scale: scale, coer: coerImplicit, uns: col.Unsigned}, f: func(row []any) (val, error) {
 			switch x := at(row).(type) {
 			case nil:
 				return nullVal, nil

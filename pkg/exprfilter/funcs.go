@@ -499,7 +499,7 @@ func locate(sub, str node, pos *node) (node, error) {
 
 func numFunc1(name string, a node) node {
 	k, scale := numClass(a.t)
-	out := typ{k: k, scale: scale}
+	out := typ{k: k, scale: scale, uns: a.t.uns}
 	switch name {
 	case "sign":
 		out = typ{k: kInt}
