@@ -55,7 +55,7 @@ func (c *compiler) column(name string) (node, error) {
 			bits = 1
 		}
 		nbytes := int8((bits + 7) / 8)
-		return node{t: typ{k: kUint, coer: coerImplicit}, f: func(row []any) (val, error) {
+		return node{t: typ{k: kUint, coer: coerImplicit, bit: true}, f: func(row []any) (val, error) {
 			v := at(row)
 			if v == nil {
 				return nullVal, nil

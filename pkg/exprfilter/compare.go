@@ -547,35 +547,11 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 			cmps[i].coll = coll
 		}
 	}
-	// MariaDB compares every element under one type when the pairs'
-	// types are all numeric: DECIMAL for integers and decimals, else
-	// DOUBLE; exactly (unlike =, a DECIMAL is not rounded to its scale)
-	numeric, anyFloat, anyDec := true, false, false
-	for _, c := range cmps {
-		switch c.mode {
-		case cmpFloat:
-			anyFloat = true
-		case cmpDec:
-			anyDec = true
-		case cmpInt, cmpNull:
-		default:
-			numeric = false
-		}
-	}
+	// each element compares with the value under the pair's own type,
+	// exactly: unlike =, a DECIMAL is not rounded to its scale (MariaDB:
+	// biu IN (bi, 2.5e0) does not find 2^63 equal to 2^63-1 as doubles)
 	for i := range cmps {
 		cmps[i].lround, cmps[i].rround = false, false
-	}
-	if numeric && (anyFloat || anyDec) {
-		for i := range cmps {
-			if cmps[i].mode == cmpNull {
-				continue
-			}
-			if anyFloat {
-				cmps[i].mode, cmps[i].lround, cmps[i].rround = cmpFloat, false, false
-			} else if cmps[i].mode == cmpInt {
-				cmps[i].mode = cmpDec
-			}
-		}
 	}
 	ef, not := e.f, x.Not
 	now := c.nowFn()

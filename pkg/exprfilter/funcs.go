@@ -260,9 +260,14 @@ func concat(args []node, ws bool) (node, error) {
 	t := typ{k: kStr, coll: defaultColl, coer: coerCoercible}
 	var ts []typ
 	for _, a := range args {
-		if a.t.k == kStr {
+		switch {
+		case a.t.k == kStr:
 			ts = append(ts, a.t)
 			t.coer = min(t.coer, a.t.coer)
+		case a.t.bit:
+			// a BIT column is a byte string here: CONCAT(c, bt) is binary
+			ts = append(ts, typ{k: kStr, coll: binaryColl, coer: coerImplicit})
+			t.coer = min(t.coer, coerImplicit)
 		}
 	}
 	coll, err := aggCollAll(ts...)
