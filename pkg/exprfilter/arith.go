@@ -47,7 +47,7 @@ func arith(op opcode.Op, l, r node) (node, error) {
 	switch {
 	case op == opcode.IntDiv:
 		out = typ{k: kInt}
-		if lk == kUint || rk == kUint {
+		if lk == kUint || rk == kUint || l.t.uns || r.t.uns {
 			out.k = kUint
 		}
 	case lk == kFloat || rk == kFloat:
@@ -71,7 +71,7 @@ func arith(op opcode.Op, l, r node) (node, error) {
 			}
 		}
 	}
-	if l.t.k == kNull || r.t.k == kNull {
+	if l.t.k == kNull && r.t.k == kNull {
 		return constNode(nullVal, typ{k: out.k, scale: out.scale}), nil
 	}
 	lf, rf := l.f, r.f

@@ -2,6 +2,7 @@ package exprfilter
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -108,7 +109,14 @@ func checkNode(n ast.ExprNode) error {
 		}
 		return checkAll(x.Expr, x.Pattern)
 	case *ast.PatternRegexpExpr:
-		return checkAll(x.Expr, x.Pattern)
+		lit, ok := x.Pattern.(*driver.ValueExpr)
+		if !ok || (lit.Kind() != driver.KindString && lit.Kind() != driver.KindBytes) {
+			return fmt.Errorf("REGEXP takes a constant string pattern, not %s", restore(x.Pattern))
+		}
+		if _, err := regexp.Compile(lit.GetString()); err != nil {
+			return fmt.Errorf("REGEXP pattern %q: %v (the filter uses RE2 syntax: no backreferences or lookaround)", lit.GetString(), err)
+		}
+		return checkNode(x.Expr)
 	case *ast.CaseExpr:
 		if x.Value != nil {
 			if err := checkNode(x.Value); err != nil {
@@ -187,6 +195,16 @@ func checkFunc(x *ast.FuncCallExpr) error {
 		}
 		args = args[1:]
 		ar = arity{2, 2}
+	case "json_extract":
+		for _, p := range args[1:] {
+			lit, ok := p.(*driver.ValueExpr)
+			if !ok || lit.Kind() != driver.KindString {
+				return fmt.Errorf("JSON_EXTRACT takes constant string paths, not %s", restore(p))
+			}
+			if _, err := parseJSONPath(lit.GetString()); err != nil {
+				return err
+			}
+		}
 	case "now", "current_timestamp":
 		if len(args) == 1 {
 			v, ok := args[0].(*driver.ValueExpr)

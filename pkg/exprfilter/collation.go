@@ -20,7 +20,8 @@ import (
 //     accent-insensitive, by an approximation: each character weighs as
 //     its base letter (canonical decomposition, combining marks dropped)
 //     in upper case; trailing spaces ignored unless the collation is a
-//     _nopad_ one. Expansions and contractions of the UCA collations
+//     _nopad_ one; UCA collations (unicode, uca, 0900) also drop control
+//     characters and order punctuation < digits < letters. Expansions and contractions of the UCA collations
 //     ('ß' = 'ss' under unicode_ci, ligatures) are not modelled; such
 //     characters compare by their single folded code point.
 type collation struct {
@@ -86,12 +87,13 @@ func (c *collation) compare(a, b string) int {
 	if len(b) > 0 {
 		sign, rest = -1, b
 	}
+	space, _ := c.next(" ")
 	for len(rest) > 0 {
 		w, n := c.next(rest)
 		switch {
-		case w < ' ':
+		case w < space:
 			return -sign
-		case w > ' ':
+		case w > space:
 			return sign
 		}
 		rest = rest[n:]
@@ -133,11 +135,30 @@ func (c *collation) next(s string) (rune, int) {
 		}
 		return utf8.DecodeRuneInString(s)
 	}
-	if s[0] < utf8.RuneSelf {
-		return weight(rune(s[0])), 1
+	r, n := rune(s[0]), 1
+	if r >= utf8.RuneSelf {
+		r, n = utf8.DecodeRuneInString(s)
 	}
-	r, n := utf8.DecodeRuneInString(s)
-	return weight(r), n
+	w := weight(r)
+	if c.uca {
+		w = ucaRank(w)
+	}
+	return w, n
+}
+
+// ucaRank orders weights as the Unicode collation algorithm's table does
+// by class: spaces, punctuation and symbols before digits before letters
+// (under unicode_ci '{' < '7' < 'a'); within a class by code point, an
+// approximation of the table's order.
+func ucaRank(w rune) rune {
+	const shift = 21 // above every code point
+	switch {
+	case unicode.IsLetter(w):
+		return 3<<shift | w
+	case unicode.IsDigit(w):
+		return 2<<shift | w
+	}
+	return 1<<shift | w
 }
 
 // charEq reports whether two characters are equal under c (LIKE compares

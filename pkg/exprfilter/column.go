@@ -55,7 +55,7 @@ func (c *compiler) column(name string) (node, error) {
 			bits = 1
 		}
 		nbytes := int8((bits + 7) / 8)
-		return node{t: typ{k: kUint, coer: coerImplicit}, f: func(row []any) (val, error) {
+		return node{t: typ{k: kUint, coer: coerImplicit, bit: true}, f: func(row []any) (val, error) {
 			v := at(row)
 			if v == nil {
 				return nullVal, nil
@@ -70,7 +70,7 @@ func (c *compiler) column(name string) (node, error) {
 		}}, nil
 	case "decimal", "numeric":
 		scale := int32(col.Scale)
-		return node{t: typ{k: kDec, scale: scale, coer: coerImplicit}, f: func(row []any) (val, error) {
+		return node{t: typ{k: kDec, scale: scale, coer: coerImplicit, uns: col.Unsigned}, f: func(row []any) (val, error) {
 			switch x := at(row).(type) {
 			case nil:
 				return nullVal, nil
@@ -111,7 +111,7 @@ func (c *compiler) column(name string) (node, error) {
 		}}, nil
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json",
 		"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
-		coll := collationOf(col.Collation)
+		coll := columnCollation(col)
 		if col.Binary() || col.Charset == "binary" {
 			coll = binaryColl
 		}
@@ -140,7 +140,7 @@ func (c *compiler) column(name string) (node, error) {
 			return strVal(s, coll), nil
 		}}, nil
 	case "enum", "set":
-		return enumColumn(i, col, collationOf(col.Collation)), nil
+		return enumColumn(i, col, columnCollation(col)), nil
 	case "date", "datetime", "timestamp":
 		date := col.DataType == "date"
 		fsp := int8(col.Scale)
@@ -201,6 +201,17 @@ func (c *compiler) column(name string) (node, error) {
 	}
 	return node{}, fmt.Errorf("column %s of table %s has the type %s, which expression filters do not read (supported: integers, DECIMAL, FLOAT, DOUBLE, BIT, YEAR, CHAR, VARCHAR, TEXT, BINARY, VARBINARY, BLOB, JSON, ENUM, SET, DATE, DATETIME, TIMESTAMP, TIME)",
 		col.Name, c.table, col.ColumnType)
+}
+
+// columnCollation is the column's collation; a text column whose model
+// has no COLLATION_NAME (a table not read from information_schema) gets
+// its charset's default, which the approximation treats alike: case- and
+// accent-insensitive with PAD SPACE.
+func columnCollation(col *sqlschema.Column) *collation {
+	if col.Collation == "" && col.Charset != "" && col.Charset != "binary" {
+		return collationOf(col.Charset + "_general_ci")
+	}
+	return collationOf(col.Collation)
 }
 
 func columnNames(t *sqlschema.Table) string {

@@ -276,10 +276,19 @@ func yearConst(col, other node) node {
 		}
 		n = int64(v.f)
 	case kStr:
-		t := strings.TrimSpace(v.s)
-		x, ok := atoiDigits(t)
+		// the leading digits, as the column's store reads a string
+		// ('20abc' and '23:59:59' are 2020 and 2023); '0' and '00' are 2000
+		t := strings.TrimLeft(v.s, " \t\n\r")
+		end := 0
+		for end < len(t) && end < 12 && t[end] >= '0' && t[end] <= '9' {
+			end++
+		}
+		x, ok := atoiDigits(t[:end])
 		if !ok {
 			return other
+		}
+		if x == 0 && end <= 2 {
+			x = 2000
 		}
 		n = x
 	default:
@@ -538,35 +547,11 @@ func (c *compiler) in(x *ast.PatternInExpr) (node, error) {
 			cmps[i].coll = coll
 		}
 	}
-	// MariaDB compares every element under one type when the pairs'
-	// types are all numeric: DECIMAL for integers and decimals, else
-	// DOUBLE; exactly (unlike =, a DECIMAL is not rounded to its scale)
-	numeric, anyFloat, anyDec := true, false, false
-	for _, c := range cmps {
-		switch c.mode {
-		case cmpFloat:
-			anyFloat = true
-		case cmpDec:
-			anyDec = true
-		case cmpInt, cmpNull:
-		default:
-			numeric = false
-		}
-	}
+	// each element compares with the value under the pair's own type,
+	// exactly: unlike =, a DECIMAL is not rounded to its scale (MariaDB:
+	// biu IN (bi, 2.5e0) does not find 2^63 equal to 2^63-1 as doubles)
 	for i := range cmps {
 		cmps[i].lround, cmps[i].rround = false, false
-	}
-	if numeric && (anyFloat || anyDec) {
-		for i := range cmps {
-			if cmps[i].mode == cmpNull {
-				continue
-			}
-			if anyFloat {
-				cmps[i].mode, cmps[i].lround, cmps[i].rround = cmpFloat, false, false
-			} else if cmps[i].mode == cmpInt {
-				cmps[i].mode = cmpDec
-			}
-		}
 	}
 	ef, not := e.f, x.Not
 	now := c.nowFn()

@@ -35,6 +35,8 @@ type typ struct {
 	enum  bool  // kStr: an ENUM/SET column (also a number)
 	year  bool  // kUint: a YEAR column (constants compared with it are read as years)
 	cnst  bool  // the value reads no column and no clock (set by compile)
+	uns   bool  // kDec: an UNSIGNED DECIMAL column (a DIV with it is unsigned)
+	bit   bool  // kUint: a BIT column, a byte string in string functions
 	json  bool  // kStr: JSON text (a JSON column or JSON_EXTRACT)
 }
 

@@ -492,32 +492,32 @@ func TestDifferentialMariaDB(t *testing.T) {
 	g.cols[clsInt] = append(g.cols[clsInt], "id")
 
 	pairs, refused, constant, mismatches := 0, 0, 0, 0
-	for k := 0; k < n; k++ {
+	check := func(opts Options) {
 		x := g.boolean(1 + g.r.IntN(3))
-		e, err := Compile(x.f, env.table)
+		e, err := CompileWith(x.f, env.table, opts)
 		if err != nil {
 			// the filter refuses it: acceptable only for the documented
-			// refusals (collation mixes, non-constant patterns)
+			// refusals (collation mixes, TIME against a number)
 			if !documentedRefusal(err) {
 				t.Errorf("Compile(%q): %v", x.f, err)
 			}
 			refused++
-			continue
+			return
 		}
 		if e.root.cnst {
 			// no column: MariaDB folds constants at prepare time by other
 			// paths (and a filter without a column is not one)
 			constant++
-			continue
+			return
 		}
 		want, err := env.serverResults(ctx, x.s)
 		if err != nil {
 			if strings.Contains(err.Error(), "Illegal mix of collations") {
 				refused++
-				continue
+				return
 			}
 			t.Errorf("MariaDB on %q: %v", x.s, err)
-			continue
+			return
 		}
 		for _, id := range env.ids {
 			got, err := e.Eval(env.rows[id])
@@ -534,13 +534,29 @@ func TestDifferentialMariaDB(t *testing.T) {
 			if res != strings.SplitN(want[id], " (", 2)[0] {
 				mismatches++
 				if mismatches <= 30 {
-					t.Errorf("%s\n  row id %d %s\n  MariaDB %s, filter %s", x.s, id, describeRow(env.table, env.rows[id], x.f), want[id], res)
+					zone := "UTC"
+					if opts.Location != nil {
+						zone = opts.Location.String()
+					}
+					t.Errorf("%s (session time zone %s)\n  row id %d %s\n  MariaDB %s, filter %s", x.s, zone, id, describeRow(env.table, env.rows[id], x.f), want[id], res)
 				}
 			}
 		}
 	}
-	t.Logf("differential test (seed %d): %d expressions, %d expression x row pairs, %d refused, %d constant (skipped), %d mismatches",
-		seed, n, pairs, refused, constant, mismatches)
+	for range n {
+		check(Options{})
+	}
+	// a quarter more in a session time zone other than UTC: TIMESTAMP
+	// columns (UTC in the binlog), NOW() and UNIX_TIMESTAMP in it
+	if _, err := env.db.ExecContext(ctx, "SET time_zone = '+05:30'"); err != nil {
+		t.Fatal(err)
+	}
+	zoned := Options{Location: time.FixedZone("+05:30", 5*3600+1800)}
+	for range n / 4 {
+		check(zoned)
+	}
+	t.Logf("differential test (seed %d): %d expressions (%d of them in time zone +05:30), %d expression x row pairs, %d refused, %d constant (skipped), %d mismatches",
+		seed, n+n/4, n/4, pairs, refused, constant, mismatches)
 }
 
 // documentedRefusal: Compile refuses the constructs docs/operations.md

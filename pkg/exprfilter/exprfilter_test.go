@@ -182,6 +182,10 @@ func TestCheckRefuses(t *testing.T) {
 		"NOW(7) > a":                    "precision",
 		"a ILIKE 'x'":                   "ILIKE",
 		"CONVERT(a USING utf8mb4) = ''": "CONVERT",
+		"a REGEXP b":                    "constant string pattern",
+		"a REGEXP 'x(?=a)'":             "RE2",
+		"a->'$.*' = 1":                  "wildcards",
+		"JSON_EXTRACT(a, b) = 1":        "constant string paths",
 	} {
 		err := Check(expr)
 		if err == nil {

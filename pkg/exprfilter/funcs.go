@@ -260,9 +260,14 @@ func concat(args []node, ws bool) (node, error) {
 	t := typ{k: kStr, coll: defaultColl, coer: coerCoercible}
 	var ts []typ
 	for _, a := range args {
-		if a.t.k == kStr {
+		switch {
+		case a.t.k == kStr:
 			ts = append(ts, a.t)
 			t.coer = min(t.coer, a.t.coer)
+		case a.t.bit:
+			// a BIT column is a byte string here: CONCAT(c, bt) is binary
+			ts = append(ts, typ{k: kStr, coll: binaryColl, coer: coerImplicit})
+			t.coer = min(t.coer, coerImplicit)
 		}
 	}
 	coll, err := aggCollAll(ts...)
@@ -302,21 +307,6 @@ func concat(args []node, ws bool) (node, error) {
 		}
 		return strVal(b.String(), t.coll), nil
 	}}, nil
-}
-
-// chars splits s into characters (bytes for a binary string) by offsets.
-func charOffsets(s string, binary bool, buf []int) []int {
-	buf = buf[:0]
-	if binary {
-		for i := 0; i <= len(s); i++ {
-			buf = append(buf, i)
-		}
-		return buf
-	}
-	for i := range s {
-		buf = append(buf, i)
-	}
-	return append(buf, len(s))
 }
 
 // substr returns characters [from, from+n) of s (0-based; n < 0: to the end).
@@ -514,7 +504,7 @@ func locate(sub, str node, pos *node) (node, error) {
 
 func numFunc1(name string, a node) node {
 	k, scale := numClass(a.t)
-	out := typ{k: k, scale: scale}
+	out := typ{k: k, scale: scale, uns: a.t.uns}
 	switch name {
 	case "sign":
 		out = typ{k: kInt}

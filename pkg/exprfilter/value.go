@@ -60,9 +60,6 @@ func boolVal(b bool) val {
 
 func (v val) isNull() bool { return v.k == kNull }
 
-// numeric reports whether v is a number kind.
-func (v val) numeric() bool { return v.k == kInt || v.k == kUint || v.k == kDec || v.k == kFloat }
-
 // toFloat is MariaDB's val_real.
 func (v val) toFloat() float64 {
 	switch v.k {
