@@ -436,6 +436,11 @@ func (c *compiler) comparison(op opcode.Op, l, r node) (node, error) {
 	// a JSON_EXTRACT result compared as a string compares its scalar's
 	// text: MariaDB finds JSON_EXTRACT('{"a": "x"}', '$.a') = 'x' true
 	lj, rj := l.t.json && cmp.mode == cmpStr, r.t.json && cmp.mode == cmpStr
+	if lj && rj {
+		// two JSON_EXTRACTs: MariaDB unquotes one side only, so equal
+		// JSON strings are not equal ("str" vs str) while numbers are
+		rj = false
+	}
 	// and as a number, its scalar (true 1, false and null 0, a string its
 	// unquoted text), as a DOUBLE
 	ln, rn := l.t.json && cmp.mode != cmpStr, r.t.json && cmp.mode != cmpStr
