@@ -104,9 +104,13 @@ test-failpoint:
 ## flags such as -parallel=1). A failing input is saved under the package's testdata/fuzz/FuzzXxx/
 ## (commit it: it then runs in every `go test` as a regression seed); the run goes on with the next
 ## target and fails at the end, naming every target that found something. Seed corpora (f.Add and
-## testdata/fuzz) already run in `make test`, as part of go test.
+## testdata/fuzz) already run in `make test`, as part of go test. Then the expression-filter
+## differential test against MariaDB (pkg/exprfilter) with EXPR_DIFF_N expressions for each seed
+## of EXPR_DIFF_SEEDS (`make test` runs 400 of seed 1).
 FUZZTIME ?= 60s
 FUZZ_FLAGS ?=
+EXPR_DIFF_N ?= 5000
+EXPR_DIFF_SEEDS ?= 1 2 3 4
 fuzz:
 	@targets=$$(grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(f \*testing\.F\)' . | \
 		sed -E 's|^(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*).*|\1 \2|' | sort -u); \
@@ -129,6 +133,15 @@ fuzz:
 		execs=$$({ grep -oE 'execs: [0-9]+' "$$log" || true; } | tail -n 1 | cut -d' ' -f2); \
 		summary="$$summary$$(printf '%-28s %-12s %-7s %s execs' "$$name" "$$dir" "$$result" "$${execs:-?}")\n"; \
 	done <<<"$$targets"; \
+	for seed in $(EXPR_DIFF_SEEDS); do \
+		echo "== TestDifferentialMariaDB (./pkg/exprfilter), EXPR_DIFF_N=$(EXPR_DIFF_N) EXPR_DIFF_SEED=$$seed"; \
+		if EXPR_DIFF_N=$(EXPR_DIFF_N) EXPR_DIFF_SEED=$$seed $(GO) test -count=1 -timeout 30m -run '^TestDifferentialMariaDB$$' -v ./pkg/exprfilter >"$$log" 2>&1; then \
+			result=ok; { grep -oE 'differential test .*' "$$log" || true; }; \
+		else \
+			result=FAILED; failed="$$failed TestDifferentialMariaDB(seed $$seed)"; grep -vE '^\s+20[0-9]{2}-' "$$log" | tail -n 80; \
+		fi; \
+		summary="$$summary$$(printf '%-28s %-12s %-7s seed %s' TestDifferentialMariaDB ./pkg/exprfilter "$$result" "$$seed")\n"; \
+	done; \
 	echo "fuzz summary ($(FUZZTIME) per target):"; printf "$$summary"; \
 	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (failing inputs are under each package's testdata/fuzz/)"; exit 1; fi; \
 	echo "fuzz: no findings"
@@ -146,9 +159,11 @@ deps:
 ## sysbench rows), shard merge (8 shards caught up into one table with shard-mode pessimistic vs
 ## into 8 tables; shard DDL lock latency over 20 locks), stage-to-action latency; results in
 ## tests/bench/results.tsv and docs/benchmarks.md (BENCH_RELAY_MB, BENCH_SYNC_ROWS, BENCH_FULL_ROWS,
-## BENCH_SHARD_ROWS)
+## BENCH_SHARD_ROWS); first the expression-filter evaluation (BenchmarkEval in pkg/exprfilter: ns and
+## allocations per row)
 bench:
 	bash scripts/install-deps.sh --bench
+	$(GO) test -run '^$$' -bench BenchmarkEval -benchmem -count=1 ./pkg/exprfilter
 	$(GO) test -tags bench -count=1 -timeout 60m -run . -v ./tests/bench
 
 ## test-streams-full: the stream end-to-end tests at the issue's counts (100k changes, 200k rows, 10 kills)

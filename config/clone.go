@@ -23,6 +23,7 @@ func (c *SubTaskConfig) Clone() *SubTaskConfig {
 	r.BAList = c.BAList.clone()
 	r.RouteRules = cloneRoutes(c.RouteRules)
 	r.FilterRules = cloneFilters(c.FilterRules)
+	r.ExprFilter = slices.Clone(c.ExprFilter)
 	r.ShadowTableRules, r.TrashTableRules = slices.Clone(c.ShadowTableRules), slices.Clone(c.TrashTableRules)
 	r.IgnoreCheckingItems = slices.Clone(c.IgnoreCheckingItems)
 	r.Loader.CleanupDumpFile = clonePtr(c.Loader.CleanupDumpFile)
@@ -35,6 +36,7 @@ func (c *StreamConfig) Clone() *StreamConfig {
 	r := *c
 	r.BAList = c.BAList.clone()
 	r.Sink = c.Sink.clone()
+	r.Filters = maps.Clone(c.Filters)
 	r.Notes = c.Notes.clone()
 	return &r
 }
@@ -53,6 +55,7 @@ func (c *TaskConfig) Clone() *TaskConfig {
 	r.Routes = cloneMap(c.Routes, RouteRule.clone)
 	r.CleanDumpFile = clonePtr(c.CleanDumpFile)
 	r.Filters = cloneMap(c.Filters, FilterRule.clone)
+	r.ExprFilter = maps.Clone(c.ExprFilter)
 	r.Syncers = maps.Clone(c.Syncers)
 	r.Mydumpers = maps.Clone(c.Mydumpers)
 	r.Loaders = maps.Clone(c.Loaders)
@@ -118,6 +121,7 @@ func (m MySQLInstance) clone() MySQLInstance {
 	}
 	m.RouteRules = slices.Clone(m.RouteRules)
 	m.FilterRules = slices.Clone(m.FilterRules)
+	m.ExpressionFilters = slices.Clone(m.ExpressionFilters)
 	m.Syncer = clonePtr(m.Syncer)
 	m.Mydumper = clonePtr(m.Mydumper)
 	m.Loader = clonePtr(m.Loader)

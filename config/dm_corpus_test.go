@@ -18,7 +18,6 @@ import (
 //
 //	bad-*.yaml     deliberately wrong: fail listing every path of their
 //	               "# unknown:" header line
-//	expression-filter.yaml  a DM feature refused here (counted as failing)
 //	anything else  must pass
 
 var unknownHeader = regexp.MustCompile(`(?m)^# unknown: (.*)$`)
@@ -75,12 +74,6 @@ func TestDMCorpusTasks(t *testing.T) {
 			continue
 		}
 		total++
-		if name == "expression-filter.yaml" {
-			if err == nil || !strings.Contains(err.Error(), "expression-filter") {
-				t.Errorf("%s: want a refusal naming expression-filter, got %v", name, err)
-			}
-			continue
-		}
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue

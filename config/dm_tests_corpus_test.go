@@ -32,19 +32,6 @@ var testsExceptions = map[string]shardingException{
 		},
 		why: "a template: run.sh replaces the placeholders; binlog-pos: binlog-pos-placeholder-2 is no number",
 	},
-	// Not built yet (issue 28).
-	"all_mode-conf-dm-task-expression-filter.yaml": {
-		fields: []string{"expression-filter", "mysql-instances[0].expression-filters"},
-		why:    "expression filters are refused until they are built",
-	},
-	"expression_filter-conf-dm-task.yaml": {
-		fields: []string{"expression-filter", "mysql-instances[0].expression-filters"},
-		why:    "expression filters are refused until they are built",
-	},
-	"expression_filter-conf-dm-task2.yaml": {
-		fields: []string{"expression-filter", "mysql-instances[0].expression-filters"},
-		why:    "expression filters are refused until they are built",
-	},
 }
 
 // checkTestsFile requires data to pass with one subtask per instance and

@@ -18,9 +18,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		// Deprecated in DM, which refuses non-empty column mappings itself.
 		"column-mappings": {action: refuseIf, refuse: nonEmpty,
 			why: "column mapping is deprecated in DM and not supported here; remove column-mappings"},
-		// Row-level expression filters change which rows are written.
-		"expression-filter": {action: refuseIf, refuse: nonEmpty,
-			why: "expression filters (row filtering by SQL expression) are not supported by this worker; remove expression-filter or filter rows another way"},
 		"timezone":                  ignored, // timestamps are written in UTC sessions, which is exact
 		"enable-heartbeat":          ignored,
 		"heartbeat-update-interval": ignored,
@@ -34,8 +31,6 @@ var dmFieldRules = map[reflect.Type]map[string]fieldRule{
 		"black-white-list": {action: rename, to: "block-allow-list"},
 		"column-mapping-rules": {action: refuseIf, refuse: nonEmpty,
 			why: "column mapping is deprecated in DM and not supported here; remove column-mapping-rules"},
-		"expression-filters": {action: refuseIf, refuse: nonEmpty,
-			why: "expression filters (row filtering by SQL expression) are not supported by this worker; remove expression-filters"},
 	},
 	reflect.TypeFor[Security](): {
 		"ssl-ca-bytes":    inlineCert,

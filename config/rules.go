@@ -321,6 +321,7 @@ var CheckingItems = map[string][]string{
 	"target_tables": {"target_tables"}, "table_keys": {"table_keys"}, "target_table_schema": {"target_table_schema"},
 	"target_writable": {"target_writable"}, "foreign_keys": {"foreign_keys"},
 	"shard_table_schema": {"shard_table_schema"}, "shard_auto_increment": {"shard_auto_increment"},
+	"expression_filters": {"expression_filters"},
 }
 
 func validateCheckingItems(p *problems, field string, names []string) {

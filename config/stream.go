@@ -123,6 +123,12 @@ type StreamConfig struct {
 	OnlineDDL        bool     `json:"online-ddl,omitempty"`
 	ShadowTableRules []string `json:"shadow-table-rules,omitempty"`
 	TrashTableRules  []string `json:"trash-table-rules,omitempty"`
+	// Filters are the stream's row filters by name, in the shape of DM's
+	// expression-filter entries (schema, table, insert-value-expr,
+	// update-old-value-expr, update-new-value-expr, delete-value-expr):
+	// rows for which a rule's expression is TRUE give no event. See
+	// ExpressionFilter.
+	Filters map[string]ExpressionFilter `json:"filters,omitempty"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -141,6 +147,7 @@ func (c *StreamConfig) Validate() error {
 	}
 	c.Sink.validate(&p, "sink")
 	validateOnlineDDLRules(&p, c.ShadowTableRules, c.TrashTableRules)
+	validateExprFilters(&p, "filters", c.Filters)
 	return p.err()
 }
 

@@ -199,14 +199,18 @@ type SubTaskConfig struct {
 	// run on the target get the source's default collation wherever they
 	// leave it out (pkg/collation); "" or CollationLoose: run as written.
 	// dmctl writes "strict" or leaves the field out.
-	CollationCompatible string          `json:"collation_compatible,omitempty"`
-	BAList              BAList          `json:"block-allow-list"`
-	RouteRules          []RouteRule     `json:"route-rules,omitempty"`
-	FilterRules         []FilterRule    `json:"filter-rules,omitempty"`
-	Syncer              SyncerConfig    `json:"syncer"`
-	Mydumper            MydumperConfig  `json:"mydumper"`
-	Loader              LoaderConfig    `json:"loader"`
-	Validator           ValidatorConfig `json:"validator"`
+	CollationCompatible string       `json:"collation_compatible,omitempty"`
+	BAList              BAList       `json:"block-allow-list"`
+	RouteRules          []RouteRule  `json:"route-rules,omitempty"`
+	FilterRules         []FilterRule `json:"filter-rules,omitempty"`
+	// ExprFilter are DM's expression filters the subtask's sync unit
+	// applies to the rows of the binlog (not to the dump), each with its
+	// Name; see ExpressionFilter.
+	ExprFilter []ExpressionFilter `json:"expression-filter,omitempty"`
+	Syncer     SyncerConfig       `json:"syncer"`
+	Mydumper   MydumperConfig     `json:"mydumper"`
+	Loader     LoaderConfig       `json:"loader"`
+	Validator  ValidatorConfig    `json:"validator"`
 
 	// Notes lists what decoding left out or renamed; never encoded.
 	Notes DecodeNotes `json:"-" toml:"-"`
@@ -239,6 +243,9 @@ func (c *SubTaskConfig) validate(p *problems) {
 	}
 	for i := range c.FilterRules {
 		c.FilterRules[i].validate(p, index("filter-rules", i))
+	}
+	for i := range c.ExprFilter {
+		c.ExprFilter[i].validate(p, index("expression-filter", i))
 	}
 	c.Syncer.validate(p, "syncer")
 	c.Mydumper.validate(p, "mydumper")

@@ -14,11 +14,13 @@ import (
 // mydumper-thread, loader-thread and syncer-thread override the threads,
 // pool-size and worker-count of whichever settings it uses.
 type MySQLInstance struct {
-	SourceID            string          `json:"source-id"`
-	Meta                *Meta           `json:"meta,omitempty"`
-	BAListName          string          `json:"block-allow-list,omitempty"`
-	RouteRules          []string        `json:"route-rules,omitempty"`
-	FilterRules         []string        `json:"filter-rules,omitempty"`
+	SourceID    string   `json:"source-id"`
+	Meta        *Meta    `json:"meta,omitempty"`
+	BAListName  string   `json:"block-allow-list,omitempty"`
+	RouteRules  []string `json:"route-rules,omitempty"`
+	FilterRules []string `json:"filter-rules,omitempty"`
+	// ExpressionFilters name entries of the task file's expression-filter.
+	ExpressionFilters   []string        `json:"expression-filters,omitempty"`
 	SyncerConfigName    string          `json:"syncer-config-name,omitempty"`
 	MydumperConfigName  string          `json:"mydumper-config-name,omitempty"`
 	LoaderConfigName    string          `json:"loader-config-name,omitempty"`
@@ -57,16 +59,19 @@ type TaskConfig struct {
 	IgnoreCheckingItems []string `json:"ignore-checking-items,omitempty"`
 	// CollationCompatible is DM's collation_compatible: CollationLoose
 	// or CollationStrict, in any case ("" is loose). See SubTaskConfig.
-	CollationCompatible string                     `json:"collation_compatible,omitempty"`
-	TargetDatabase      DBConfig                   `json:"target-database"`
-	MySQLInstances      []MySQLInstance            `json:"mysql-instances"`
-	BAList              map[string]BAList          `json:"block-allow-list,omitempty"`
-	Routes              map[string]RouteRule       `json:"routes,omitempty"`
-	Filters             map[string]FilterRule      `json:"filters,omitempty"`
-	Syncers             map[string]SyncerConfig    `json:"syncers,omitempty"`
-	Mydumpers           map[string]MydumperConfig  `json:"mydumpers,omitempty"`
-	Loaders             map[string]LoaderConfig    `json:"loaders,omitempty"`
-	Validators          map[string]ValidatorConfig `json:"validators,omitempty"`
+	CollationCompatible string                `json:"collation_compatible,omitempty"`
+	TargetDatabase      DBConfig              `json:"target-database"`
+	MySQLInstances      []MySQLInstance       `json:"mysql-instances"`
+	BAList              map[string]BAList     `json:"block-allow-list,omitempty"`
+	Routes              map[string]RouteRule  `json:"routes,omitempty"`
+	Filters             map[string]FilterRule `json:"filters,omitempty"`
+	// ExprFilter are DM's expression filters by name (see
+	// ExpressionFilter); instances use them by name.
+	ExprFilter map[string]ExpressionFilter `json:"expression-filter,omitempty"`
+	Syncers    map[string]SyncerConfig     `json:"syncers,omitempty"`
+	Mydumpers  map[string]MydumperConfig   `json:"mydumpers,omitempty"`
+	Loaders    map[string]LoaderConfig     `json:"loaders,omitempty"`
+	Validators map[string]ValidatorConfig  `json:"validators,omitempty"`
 	// CleanDumpFile is DM's task-level switch for removing dump files after
 	// a successful load; it applies to every instance whose loader does not
 	// set cleanup-dump-file itself. Omitted means true.
@@ -116,6 +121,7 @@ func (c *TaskConfig) Validate() error {
 	validateNamed(&p, "block-allow-list", c.BAList)
 	validateNamed(&p, "routes", c.Routes)
 	validateNamed(&p, "filters", c.Filters)
+	validateExprFilters(&p, "expression-filter", c.ExprFilter)
 	validateNamed(&p, "syncers", c.Syncers)
 	validateNamed(&p, "mydumpers", c.Mydumpers)
 	validateNamed(&p, "loaders", c.Loaders)
@@ -166,6 +172,15 @@ func (c *TaskConfig) validateInstance(p *problems, i int, seen map[string]int) {
 	for j, name := range inst.FilterRules {
 		_, ok := c.Filters[name]
 		ref(index("filter-rules", j), name, "filters", ok)
+	}
+	used := map[string]bool{}
+	for j, name := range inst.ExpressionFilters {
+		_, ok := c.ExprFilter[name]
+		ref(index("expression-filters", j), name, "expression-filter", ok)
+		if used[name] {
+			p.add(join(at, index("expression-filters", j)), name, "listed twice: name each expression filter once")
+		}
+		used[name] = true
 	}
 	_, ok = c.Syncers[inst.SyncerConfigName]
 	ref("syncer-config-name", inst.SyncerConfigName, "syncers", ok)
@@ -241,6 +256,11 @@ func (c *TaskConfig) SubTaskConfigs() ([]*SubTaskConfig, error) {
 			r := c.Filters[name].clone()
 			r.Name = name
 			st.FilterRules = append(st.FilterRules, r)
+		}
+		for _, name := range inst.ExpressionFilters {
+			r := c.ExprFilter[name]
+			r.Name = name
+			st.ExprFilter = append(st.ExprFilter, r)
 		}
 		switch {
 		case inst.SyncerConfigName != "":

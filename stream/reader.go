@@ -18,6 +18,7 @@ import (
 	"github.com/dmworker/dm-worker/pkg/binlog/upstream"
 	"github.com/dmworker/dm-worker/pkg/ddlkind"
 	"github.com/dmworker/dm-worker/pkg/errs"
+	"github.com/dmworker/dm-worker/pkg/filter"
 	"github.com/dmworker/dm-worker/pkg/onlineddl"
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 )
@@ -394,6 +395,9 @@ type reader struct {
 	// this long without any event means the connection is dead; 0 for
 	// the relay, silent while the source is.
 	silence time.Duration
+
+	// exprs are the bound expression filters by table (exprfilter.go).
+	exprs map[schemaTableName]exprBinding
 }
 
 // newReader is the reader of a run from cp (whose GTID set is gset) that
@@ -540,6 +544,9 @@ func (r *reader) position(ev *replication.BinlogEvent, i int) Position {
 	return Position{File: r.tr.Cur.Name, Pos: h.LogPos, Row: i, GTID: r.tr.GTID, ServerID: h.ServerID, TsMs: int64(h.Timestamp) * 1000}
 }
 
+// filterEvents maps a rows event kind to its filter event.
+var filterEvents = map[binlog.RowsKind]string{binlog.RowsInsert: filter.EvInsert, binlog.RowsUpdate: filter.EvUpdate, binlog.RowsDelete: filter.EvDelete}
+
 // rowOps maps a rows event kind to the event op.
 var rowOps = map[binlog.RowsKind]string{binlog.RowsInsert: "c", binlog.RowsUpdate: "u", binlog.RowsDelete: "d"}
 
@@ -560,7 +567,7 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if !r.t.allowedTable(db, table) {
 		return nil
 	}
-	s, err := r.t.schemas.Table(ctx, db, table)
+	cached, err := r.t.schemas.Table(ctx, db, table)
 	if err != nil {
 		if errors.Is(err, ErrTableNotFound) {
 			return errs.New(CodeSchema, false, "stream %q: rows of %s.%s at binlog %s: %w; resume with ignore-untreated to skip past them",
@@ -568,8 +575,15 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		}
 		return errs.Wrap(err, CodeSchema, "stream %q: rows of %s.%s at binlog %s", r.t.name, db, table, r.tr.Cur)
 	}
-	base := s
-	if s, err = fitSchema(s, e.Table); err != nil {
+	exprs, err := r.exprRows(db, table, cached, e.Table)
+	if err != nil {
+		return errs.New(CodeExprFilter, false, "%w at binlog %s; fix the rule and resume, or resume with ignore-untreated", err, r.tr.Cur)
+	}
+	if exprs.Empty(filterEvents[kind]) {
+		exprs = nil
+	}
+	s, err := fitSchema(cached, e.Table)
+	if err != nil {
 		return errs.New(CodeSchema, false, "stream %q: rows at binlog %s: %w", r.t.name, r.tr.Cur, err)
 	}
 	op := rowOps[kind]
@@ -578,8 +592,10 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 		step = 2
 	}
 	r.decideMatch()
-	if r.memos != nil && (r.match != 1 || r.skip == nil) {
-		if done, err := r.sharedRows(ctx, ev, e, base, s, kind, op, step); done || err != nil {
+	// A stream whose expression filters judge these rows encodes them
+	// itself: a shared encoding holds every row of the event.
+	if r.memos != nil && exprs == nil && (r.match != 1 || r.skip == nil) {
+		if done, err := r.sharedRows(ctx, ev, e, cached, s, kind, op, step); done || err != nil {
 			return err
 		}
 	}
@@ -588,6 +604,22 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if r.acknowledgedRow(ev.Header.LogPos, i/step) {
 			continue // not even encoded: a resume inside a big transaction skips fast
+		}
+		if exprs != nil {
+			// Rows the stream's filters match give no event.
+			var skip bool
+			if kind == binlog.RowsUpdate {
+				skip, err = exprs.SkipUpdate(e.Rows[i], e.Rows[i+1])
+			} else {
+				skip, err = exprs.Skip(filterEvents[kind], e.Rows[i], e.Rows[i])
+			}
+			if err != nil {
+				return errs.New(CodeExprFilter, false, "stream %q: row %d of the rows event at binlog %s: %w; fix the rule "+
+					"and resume, or resume with ignore-untreated", r.t.name, i/step, r.tr.Cur, err)
+			}
+			if skip {
+				continue
+			}
 		}
 		first, second, two, err := r.encodeRow(&r.arena, s, kind, op, e.Rows, i, r.position(ev, i/step))
 		if err != nil {

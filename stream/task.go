@@ -169,7 +169,9 @@ type Task struct {
 	schemas *SchemaCache
 	// rules name the shadow and trash tables of online schema changes;
 	// nil with online-ddl off.
-	rules  *onlineddl.Rules
+	rules *onlineddl.Rules
+	// rows are the expression filters of the stream's filters (nil: none).
+	rows   *filter.RowFilter
 	logger *zap.Logger
 
 	mu     sync.Mutex
@@ -199,6 +201,7 @@ func NewTask(cfg TaskConfig) (*Task, error) {
 		tables:  filter.NewTables(cfg.Stream.BAList, caseSensitive),
 		enc:     enc,
 		rules:   rules,
+		rows:    filter.NewRowFilter(cfg.Stream.StreamExprFilters(), caseSensitive),
 		schemas: NewSchemaCache(cfg.DB),
 		logger:  cfg.Logger,
 		status:  TaskStatus{State: StateChecking, Checkpoint: cfg.Start.Location},

@@ -14,6 +14,8 @@ type Selection struct {
 	Tables *Tables
 	Events *EventFilter
 	Router *Router
+	// Rows are the subtask's expression filters (nil: none).
+	Rows *RowFilter
 }
 
 // NewSelection builds the selection of subtask cfg of source src. As in DM,
@@ -27,5 +29,5 @@ func NewSelection(cfg *config.SubTaskConfig, src *config.SourceConfig) (Selectio
 		return Selection{}, fmt.Errorf("subtask %q: %w", cfg.Name, err)
 	}
 	return Selection{Tables: NewTables(cfg.BAList, caseSensitive), Events: events,
-		Router: NewRouter(cfg.RouteRules, cfg.SourceID, caseSensitive)}, nil
+		Router: NewRouter(cfg.RouteRules, cfg.SourceID, caseSensitive), Rows: NewRowFilter(cfg.ExprFilter, caseSensitive)}, nil
 }

@@ -1,9 +1,12 @@
 // Package filter decides which schemas and tables of a source a reader
 // replicates: DM's block-allow list (Tables) and the wildcard patterns
 // (Matcher) that it, route rules and event filter rules are written in.
-// The sync unit, fill-history and stream tasks share it.
+// The sync unit, fill-history and stream tasks share it. RowFilter
+// (rows.go) says which row changes DM's expression filters keep off the
+// target, given a table's model.
 //
-// It only matches names; it reads no binlog and opens no connection.
+// It matches names and judges row values it is given; it reads no binlog
+// and opens no connection.
 package filter
 
 import (

@@ -25,6 +25,9 @@ type Column struct {
 	// Charset is CHARACTER_SET_NAME in lower case ("" for columns that
 	// hold no text); the binlog carries text in this charset.
 	Charset string
+	// Collation is COLLATION_NAME in lower case ("" for columns that hold
+	// no text): how the server compares the column's values.
+	Collation string
 	// Scale is the DECIMAL scale or the fractional-second digits of a
 	// DATETIME, TIMESTAMP or TIME column (from ColumnType).
 	Scale int

@@ -23,7 +23,7 @@ type Querier interface {
 type TableName struct{ Schema, Name string }
 
 const columnsSelect = "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE, " +
-	"IFNULL(CHARACTER_SET_NAME, ''), IS_NULLABLE, EXTRA, COLUMN_DEFAULT FROM information_schema.COLUMNS WHERE "
+	"IFNULL(CHARACTER_SET_NAME, ''), IS_NULLABLE, EXTRA, COLUMN_DEFAULT, IFNULL(COLLATION_NAME, '') FROM information_schema.COLUMNS WHERE "
 
 // indexesSelect has no ORDER BY on the index name: the server lists a
 // table's indexes in its own key order (see Table), which decides the row
@@ -68,10 +68,10 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 	byName := map[TableName]*Table{}
 	err := ScanAll(ctx, q, columnsSelect+cond+" ORDER BY TABLE_SCHEMA, TABLE_NAME, ORDINAL_POSITION", args, func(rows *sql.Rows) error {
 		var name TableName
-		var colName, dataType, colType, charset, nullable, extra string
+		var colName, dataType, colType, charset, nullable, extra, collation string
 		var ordinal int
 		var def sql.NullString
-		if err := rows.Scan(&name.Schema, &name.Name, &colName, &ordinal, &dataType, &colType, &charset, &nullable, &extra, &def); err != nil {
+		if err := rows.Scan(&name.Schema, &name.Name, &colName, &ordinal, &dataType, &colType, &charset, &nullable, &extra, &def, &collation); err != nil {
 			return err
 		}
 		col, err := NewColumn(colName, dataType, colType, charset, nullable == "YES")
@@ -79,6 +79,7 @@ func read(ctx context.Context, q Querier, cond string, args []any) ([]*Table, er
 			return fmt.Errorf("%s.%s: %w", name.Schema, name.Name, err)
 		}
 		col.Ordinal = ordinal
+		col.Collation = strings.ToLower(collation)
 		col.SetExtra(extra)
 		col.SetDefault(def.String, def.Valid)
 		t := byName[name]

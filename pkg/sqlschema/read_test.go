@@ -145,13 +145,13 @@ func TestRead(t *testing.T) {
 		types := read(t, "app", "types")
 		want := []Column{
 			{Name: "e", Ordinal: 1, DataType: "enum", ColumnType: `enum('a','b''c','d,e','x\\y')`,
-				Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4"},
+				Elems: []string{"a", "b'c", "d,e", `x\y`}, Charset: "utf8mb4", Collation: "utf8mb4_general_ci"},
 			{Name: "s", Ordinal: 2, DataType: "set", ColumnType: "set('x','y z','日本')",
-				Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4", HasDefault: true, Default: "NULL"},
+				Elems: []string{"x", "y z", "日本"}, Nullable: true, Charset: "utf8mb4", Collation: "utf8mb4_general_ci", HasDefault: true, Default: "NULL"},
 			{Name: "dt", Ordinal: 3, DataType: "datetime", ColumnType: "datetime(6)", Nullable: true, Scale: 6, HasDefault: true, Default: "NULL"},
 			{Name: "de", Ordinal: 4, DataType: "decimal", ColumnType: "decimal(12,3) unsigned", Unsigned: true, Nullable: true, Scale: 3, HasDefault: true, Default: "NULL"},
 			{Name: "bn", Ordinal: 5, DataType: "binary", ColumnType: "binary(4)", Nullable: true, Length: 4, HasDefault: true, Default: "NULL"},
-			{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1", HasDefault: true, Default: "NULL"},
+			{Name: "lat", Ordinal: 6, DataType: "varchar", ColumnType: "varchar(3)", Nullable: true, Charset: "latin1", Collation: "latin1_swedish_ci", HasDefault: true, Default: "NULL"},
 			{Name: "bl", Ordinal: 7, DataType: "blob", ColumnType: "blob", Nullable: true, HasDefault: true, Default: "NULL"},
 			{Name: "vb", Ordinal: 8, DataType: "varbinary", ColumnType: "varbinary(8)", Nullable: true, HasDefault: true, Default: "NULL"},
 		}

@@ -221,6 +221,7 @@ func (c *run) checkSource(ctx context.Context, l *items) ([]*table, []fkeys.Key)
 	c.checkSelected(s, tables, g, l)
 	c.checkShards(s, tables, l)
 	c.checkOnlineDDL(ctx, s, l)
+	c.checkExprFilters(ctx, s, l)
 	if !c.syncs() {
 		return tables, nil
 	}

@@ -51,6 +51,7 @@ type reader struct {
 	ddl    *ddlApplier
 	shard  *shardRun          // nil without shard DDL coordination
 	online *onlineddl.Tracker // nil without online-ddl
+	exprs  *exprFilters       // nil without expression filters
 
 	// tr follows the read location and the last transaction boundary.
 	tr *binlog.Tracker
@@ -128,6 +129,7 @@ func (s *Syncer) run(ctx context.Context) (err error) {
 	s.publishRunStart(disp, start.cp.loc)
 
 	r := s.newReader(disp, start)
+	defer r.exprs.close()
 	if _, direct := opener.(*upstream.Opener); direct {
 		r.silence = upstream.SilenceLimit
 	}
@@ -348,6 +350,9 @@ func (s *Syncer) newReader(disp *dispatcher, start runStart) *reader {
 		saved:  loc, savedAt: time.Now(), applied: loc, marked: loc, markedAt: time.Now(),
 		interval: time.Duration(s.cfg.Syncer.CheckpointFlushInterval) * time.Second}
 	r.markGap = min(r.interval, markEvery)
+	if s.rows != nil {
+		r.exprs = s.newExprFilters()
+	}
 	r.ddl = s.newDDLApplier(r)
 	r.ddl.collations = start.collations
 	return r
@@ -462,6 +467,13 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	if err != nil {
 		return err
 	}
+	exprs, err := r.exprs.get(ctx, ti)
+	if err != nil {
+		return err
+	}
+	if exprs.Empty(kind.String()) {
+		exprs = nil
+	}
 	if len(ti.Key) == 0 {
 		r.s.warnNoKey(ti.Source)
 	}
@@ -494,6 +506,23 @@ func (r *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repli
 	for i := 0; i+step <= len(e.Rows); i += step {
 		if exact && !(rowPoint{loc: loc, row: i / step}).after(point) {
 			continue
+		}
+		if exprs != nil {
+			// Expression filters see the rows as the binlog holds them.
+			var skip bool
+			if kind == kindUpdate {
+				skip, err = exprs.SkipUpdate(e.Rows[i], e.Rows[i+1])
+			} else {
+				skip, err = exprs.Skip(kind.String(), e.Rows[i], e.Rows[i])
+			}
+			if err != nil {
+				return errs.New(CodeExprFilter, false, "sync: %w (binlog %s)", err,
+					binlog.Location{Name: r.tr.Cur.Name, Pos: ev.Header.LogPos - ev.Header.EventSize})
+			}
+			if skip {
+				r.s.stats.filtered[kind].Add(1)
+				continue
+			}
 		}
 		c := &changes[i/step]
 		*c = change{kind: kind, table: ti, loc: loc, safe: safe, fkChecks: fkChecks, row: i / step}

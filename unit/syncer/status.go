@@ -12,6 +12,7 @@ import (
 // time.
 type counters struct {
 	rows         [3]atomic.Uint64 // by changeKind
+	filtered     [3]atomic.Uint64 // changes expression filters skipped, by changeKind
 	ddls         atomic.Uint64
 	skippedDDLs  atomic.Uint64
 	transactions atomic.Uint64
@@ -34,7 +35,12 @@ type Status struct {
 	Inserts    uint64  `json:"inserts"`
 	Updates    uint64  `json:"updates"`
 	Deletes    uint64  `json:"deletes"`
-	DDLs       uint64  `json:"ddls"`
+	// FilteredInserts, FilteredUpdates and FilteredDeletes count the row
+	// changes expression filters kept off the target.
+	FilteredInserts uint64 `json:"filtered-inserts,omitempty"`
+	FilteredUpdates uint64 `json:"filtered-updates,omitempty"`
+	FilteredDeletes uint64 `json:"filtered-deletes,omitempty"`
+	DDLs            uint64 `json:"ddls"`
 	// SkippedDDLs counts the statements of the binlog that are never
 	// replicated (triggers, procedures, functions, events, views,
 	// accounts...: pkg/ddlkind), each logged when skipped.
@@ -60,6 +66,7 @@ type progress struct {
 	warnings       []string
 	warned         map[tableName]bool
 	fkWarned       map[string]bool // foreign key warnings given
+	exprWarned     map[string]bool // expression filter warnings given
 	stuckOn        string
 	// shard is the lock shown as "shard-ddl" (shard.go); shardSince when
 	// its table began to wait.

@@ -39,6 +39,7 @@ type Syncer struct {
 	filter   *filter.Tables
 	events   *filter.EventFilter
 	router   *filter.Router
+	rows     *filter.RowFilter // expression filters; nil: none
 	serverID uint32
 	// shardCoord coordinates the shard DDL locks of a sharding task
 	// (UseShardDDL, before Process).
@@ -120,7 +121,7 @@ func (s *Syncer) configure(cfg *config.SubTaskConfig) error {
 		return errs.New(CodeConfig, false, "sync: %w", err)
 	}
 	s.cfg = &c
-	s.filter, s.events, s.router = sel.Tables, sel.Events, sel.Router
+	s.filter, s.events, s.router, s.rows = sel.Tables, sel.Events, sel.Router, sel.Rows
 	return nil
 }
 
@@ -303,6 +304,9 @@ func (s *Syncer) Status() any {
 	st.Inserts = s.stats.rows[kindInsert].Load()
 	st.Updates = s.stats.rows[kindUpdate].Load()
 	st.Deletes = s.stats.rows[kindDelete].Load()
+	st.FilteredInserts = s.stats.filtered[kindInsert].Load()
+	st.FilteredUpdates = s.stats.filtered[kindUpdate].Load()
+	st.FilteredDeletes = s.stats.filtered[kindDelete].Load()
 	st.DDLs = s.stats.ddls.Load()
 	st.SkippedDDLs = s.stats.skippedDDLs.Load()
 	st.Transactions = s.stats.transactions.Load()

@@ -33,6 +33,8 @@ type reader struct {
 	publishedAt time.Time
 	skip        map[string]bool // tables reported as not checkable
 	oscSeen     map[string]bool // shadow and trash tables whose rows were skipped (logged)
+	// exprs are the bound expression filters by table (exprfilter.go).
+	exprs map[filter.TableName]boundTable
 }
 
 // loop reads until ctx ends or an event cannot be handled.
@@ -157,10 +159,14 @@ func (rd *reader) rows(ctx context.Context, ev *replication.BinlogEvent, e *repl
 		rd.noKey(t)
 		return nil
 	}
+	rows := rd.exprRows(ctx, t, kind, e.Rows)
+	if len(rows) == 0 {
+		return nil
+	}
 	if rd.txnSince.IsZero() {
 		rd.txnSince = rd.tr.End()
 	}
-	cs, err := rd.changes(t, kind, e.Rows, binlog.Location{Name: rd.tr.Cur.Name, Pos: ev.Header.LogPos},
+	cs, err := rd.changes(t, kind, rows, binlog.Location{Name: rd.tr.Cur.Name, Pos: ev.Header.LogPos},
 		time.Unix(int64(ev.Header.Timestamp), 0))
 	if err != nil {
 		return err

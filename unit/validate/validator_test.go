@@ -35,6 +35,13 @@ type vEnv struct {
 
 func vStart(t *testing.T, mode string, delay time.Duration, srcConfig ...string) *vEnv {
 	t.Helper()
+	return vStartWith(t, mode, delay, nil, srcConfig...)
+}
+
+// vStartWith is vStart with adjust applied to the subtask config before
+// the sync unit is created.
+func vStartWith(t *testing.T, mode string, delay time.Duration, adjust func(*config.SubTaskConfig), srcConfig ...string) *vEnv {
+	t.Helper()
 	e := &vEnv{
 		src: mariadbtest.Start(t, mariadbtest.Options{Name: "source", Binlog: true, FastCommit: true, ExtraConfig: srcConfig}),
 		dst: mariadbtest.Start(t, mariadbtest.Options{Name: "target", FastCommit: true}),
@@ -51,6 +58,9 @@ func vStart(t *testing.T, mode string, delay time.Duration, srcConfig ...string)
 	}
 	e.srcCfg = &config.SourceConfig{SourceID: "mysql-01", From: config.DBConfig{
 		Host: e.src.Host(), Port: e.src.Port(), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword}}
+	if adjust != nil {
+		adjust(e.cfg)
+	}
 	u, err := syncer.New(e.cfg, e.srcCfg, nil, nil, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
