@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 
@@ -462,52 +461,9 @@ func encodeText(c *sqlschema.Column, v any, snapshot bool) (colValue, error) {
 	if snapshot {
 		return colValue{kind: valueIsString, text: s}, nil
 	}
-	u, err := toUTF8(c.Charset, s)
+	u, err := sqlschema.ToUTF8(c.Charset, s)
 	if err != nil {
 		return colValue{}, err
 	}
 	return colValue{kind: valueIsString, text: u}, nil
-}
-
-// toUTF8 converts text in a MariaDB charset to UTF-8. utf8*, ascii and
-// latin1 are converted; text in another charset passes only when it is
-// valid UTF-8 (e.g. ASCII-only).
-func toUTF8(charset, s string) (string, error) {
-	switch charset {
-	case "", "utf8", "utf8mb3", "utf8mb4", "ascii", "binary":
-		return s, nil
-	case "latin1":
-		return latin1ToUTF8(s), nil
-	}
-	if utf8.ValidString(s) {
-		return s, nil
-	}
-	return "", fmt.Errorf("text in charset %s, which the stream encoder cannot convert to UTF-8; "+
-		"convert the column to utf8mb4 or leave the table out of the stream", charset)
-}
-
-// latin1High maps 0x80–0x9F of MariaDB's latin1 (which is cp1252, with
-// the five bytes cp1252 leaves undefined mapped to C1 controls).
-var latin1High = [32]rune{
-	0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021,
-	0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008D, 0x017D, 0x008F,
-	0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014,
-	0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178,
-}
-
-func latin1ToUTF8(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + len(s)/2)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c < 0x80:
-			b.WriteByte(c)
-		case c < 0xA0:
-			b.WriteRune(latin1High[c-0x80])
-		default:
-			b.WriteRune(rune(c))
-		}
-	}
-	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -29,6 +30,9 @@ type collation struct {
 	binary bool // compare bytes
 	pad    bool // PAD SPACE: trailing spaces do not count
 	uca    bool // a UCA collation (unicode_ci, ...): control characters weigh nothing
+	// latin1: a latin1 collation, whose text is held as UTF-8 here; a
+	// _bin one orders by the latin1 byte (latin1Byte)
+	latin1 bool
 }
 
 var (
@@ -54,7 +58,22 @@ func collationOf(name string) *collation {
 		binary: bin,
 		pad:    !strings.Contains(n, "_nopad_") && !strings.Contains(n, "0900"),
 		uca:    !bin && (strings.Contains(n, "unicode") || strings.Contains(n, "uca") || strings.Contains(n, "0900")),
+		latin1: strings.HasPrefix(n, "latin1_"),
 	}
+}
+
+// charset is the charset the collation belongs to, from its name.
+func (c *collation) charset() string {
+	if i := strings.IndexByte(c.name, '_'); i > 0 {
+		return c.name[:i]
+	}
+	return c.name
+}
+
+// unicode: a collation of a Unicode charset (utf8mb4, utf8mb3, ...), to
+// which MariaDB converts the text of another charset in a comparison.
+func (c *collation) unicode() bool {
+	return strings.HasPrefix(c.name, "utf8") || strings.HasPrefix(c.name, "ucs2") || strings.HasPrefix(c.name, "utf16") || strings.HasPrefix(c.name, "utf32")
 }
 
 // compare returns -1, 0 or 1.
@@ -133,7 +152,11 @@ func (c *collation) next(s string) (rune, int) {
 		if c == binaryColl || s[0] < utf8.RuneSelf {
 			return rune(s[0]), 1
 		}
-		return utf8.DecodeRuneInString(s)
+		r, n := utf8.DecodeRuneInString(s)
+		if c.latin1 {
+			return latin1Byte(r), n
+		}
+		return r, n
 	}
 	r, n := rune(s[0]), 1
 	if r >= utf8.RuneSelf {
@@ -144,6 +167,15 @@ func (c *collation) next(s string) (rune, int) {
 		w = ucaRank(w)
 	}
 	return w, n
+}
+
+// latin1Byte is the byte of MariaDB's latin1 that holds r; '?' for a
+// character latin1 lacks, as MariaDB's conversion gives.
+func latin1Byte(r rune) rune {
+	if b, ok := sqlschema.Latin1Byte(r); ok {
+		return rune(b)
+	}
+	return '?'
 }
 
 // ucaRank orders weights as the Unicode collation algorithm's table does
@@ -239,6 +271,27 @@ func (c *collation) indexOf(s, sub string) int {
 	}
 	if sub == "" {
 		return 0
+	}
+	if c.latin1 {
+		// a one-byte charset compares character by character
+		// (my_instr_simple): 'ÀBC' is found in 'abc'
+		k := utf8.RuneCountInString(sub)
+		for i := 0; i < len(s); {
+			j, n := i, 0
+			for ; n < k && j < len(s); n++ {
+				_, w := utf8.DecodeRuneInString(s[j:])
+				j += w
+			}
+			if n < k {
+				break
+			}
+			if foldCompare(s[i:j], sub) == 0 {
+				return i
+			}
+			_, w := utf8.DecodeRuneInString(s[i:])
+			i += w
+		}
+		return -1
 	}
 	// MariaDB compares the needle with the substrings of the same byte
 	// length at each character (my_instr_mb): 'ÀBC' is not found in 'abc'

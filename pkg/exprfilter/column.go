@@ -115,6 +115,16 @@ func (c *compiler) column(name string) (node, error) {
 		if col.Binary() || col.Charset == "binary" {
 			coll = binaryColl
 		}
+		// Text is compared as UTF-8, as the expression's literals are
+		// written; the binlog carries it in the column's charset.
+		charset := col.Charset
+		if coll == binaryColl {
+			charset = "binary"
+		}
+		if !sqlschema.ReadsCharset(charset) {
+			return node{}, fmt.Errorf("column %s of table %s is in charset %s, which expression filters do not read (supported: utf8mb4, utf8mb3, ascii, latin1, binary); convert the column or remove it from the expression",
+				col.Name, c.table, charset)
+		}
 		t := typ{k: kStr, coll: coll, coer: coerImplicit}
 		padTo := 0
 		if col.DataType == "binary" {
@@ -131,6 +141,9 @@ func (c *compiler) column(name string) (node, error) {
 				s = unsafe.String(unsafe.SliceData(x), len(x))
 			default:
 				return nullVal, badValue(col, x)
+			}
+			if charset == "latin1" {
+				s, _ = sqlschema.ToUTF8(charset, s) // latin1 converts every byte
 			}
 			if padTo > len(s) {
 				// the binlog strips BINARY(n)'s trailing 0x00 bytes; the

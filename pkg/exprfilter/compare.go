@@ -67,6 +67,13 @@ func aggColl(l, r typ) (*collation, error) {
 		return lc, nil
 	case r.coer < l.coer:
 		return rc, nil
+	case lc.charset() != rc.charset() && lc.unicode() != rc.unicode():
+		// MariaDB converts the other charset's text to the Unicode one
+		// (latin1 to utf8mb4), whose collation then compares
+		if lc.unicode() {
+			return lc, nil
+		}
+		return rc, nil
 	case lc.binary:
 		return lc, nil
 	case rc.binary:

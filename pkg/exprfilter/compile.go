@@ -20,6 +20,7 @@ import (
 const (
 	coerImplicit  = 2 // a column, or a function of one
 	coerCoercible = 4 // a literal
+	coerNumeric   = 5 // a number or temporal value as text
 	coerNone      = 6 // NULL
 )
 

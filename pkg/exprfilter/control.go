@@ -48,13 +48,15 @@ func aggType(ts ...typ) typ {
 			}
 			out.fsp = max(out.fsp, t.fsp)
 		default:
-			coll := defaultColl
+			// a number or temporal value as text has MariaDB's numeric
+			// derivation, weaker than a string's
+			coll, coer := defaultColl, coerNumeric
 			if out.k == kStr {
-				coll = out.coll
+				coll, coer = out.coll, out.coer
 			} else if t.k == kStr {
-				coll = t.coll
+				coll, coer = t.coll, t.coer
 			}
-			out = typ{k: kStr, coll: coll, coer: coerImplicit}
+			out = typ{k: kStr, coll: coll, coer: coer}
 		}
 	}
 	if first {

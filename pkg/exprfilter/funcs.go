@@ -104,7 +104,15 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 			return a, nil
 		}}, nil
 	case "length":
-		return intFunc1(args[0], func(v val) (val, error) { return intVal(int64(len(v.toStr()))), nil }), nil
+		// LENGTH counts bytes in the value's charset: latin1 text, held as
+		// UTF-8 here, has one byte per character there.
+		oneByte := args[0].t.k == kStr && args[0].t.coll != nil && strings.HasPrefix(args[0].t.coll.name, "latin1_")
+		return intFunc1(args[0], func(v val) (val, error) {
+			if oneByte {
+				return intVal(int64(utf8.RuneCountInString(v.toStr()))), nil
+			}
+			return intVal(int64(len(v.toStr()))), nil
+		}), nil
 	case "char_length", "character_length":
 		bin := args[0].t.k == kStr && args[0].t.coll == binaryColl
 		return intFunc1(args[0], func(v val) (val, error) {
