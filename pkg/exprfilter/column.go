@@ -131,16 +131,13 @@ func (c *compiler) column(name string) (node, error) {
 			padTo = col.Length
 		}
 		return node{t: t, f: func(row []any) (val, error) {
-			var s string
-			switch x := at(row).(type) {
-			case nil:
+			v := at(row)
+			if v == nil {
 				return nullVal, nil
-			case string:
-				s = x
-			case []byte:
-				s = unsafe.String(unsafe.SliceData(x), len(x))
-			default:
-				return nullVal, badValue(col, x)
+			}
+			s, ok := rowText(v)
+			if !ok {
+				return nullVal, badValue(col, v)
 			}
 			if charset == "latin1" {
 				s, _ = sqlschema.ToUTF8(charset, s) // latin1 converts every byte
@@ -194,16 +191,13 @@ func (c *compiler) column(name string) (node, error) {
 	case "time":
 		fsp := int8(col.Scale)
 		return node{t: typ{k: kDur, fsp: fsp, coer: coerImplicit}, f: func(row []any) (val, error) {
-			var s string
-			switch x := at(row).(type) {
-			case nil:
+			v := at(row)
+			if v == nil {
 				return nullVal, nil
-			case string:
-				s = x
-			case []byte:
-				s = unsafe.String(unsafe.SliceData(x), len(x))
-			default:
-				return nullVal, badValue(col, x)
+			}
+			s, ok := rowText(v)
+			if !ok {
+				return nullVal, badValue(col, v)
 			}
 			us, _, ok := parseDuration(s)
 			if !ok {
@@ -233,6 +227,18 @@ func columnNames(t *sqlschema.Table) string {
 		names[i] = t.Columns[i].Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// rowText is a value the decoder gives as text (string or []byte) as a
+// string, without a copy.
+func rowText(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case []byte:
+		return unsafe.String(unsafe.SliceData(x), len(x)), true
+	}
+	return "", false
 }
 
 func badValue(col *sqlschema.Column, v any) error {
