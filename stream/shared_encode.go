@@ -23,7 +23,11 @@ type memoSource interface{ Memo() *fanout.Memo }
 // encode it to the same events, so one of them encodes it for all
 // (sharedRows). The stream's selection (block-allow list, online-ddl
 // rules) decides only whether a table's rows are encoded at all, its sink
-// and batching only where the events go: neither is part of it.
+// and batching only where the events go: neither is part of it. A stream
+// whose expression filters judge an event's rows does not share it (see
+// reader.rows); settings that change the bytes of an event (a column
+// selection, routes in the source block) must join the key when streams
+// get them.
 type encodingKey struct {
 	// format and source are the encoder's (Encoder.format, .source).
 	format, source string
