@@ -198,23 +198,9 @@ func (c *compiler) function(x *ast.FuncCallExpr) (node, error) {
 		af, bf := args[0].f, args[1].f
 		now := c.now
 		return node{t: typ{k: kInt}, f: func(row []any) (val, error) {
-			a, err := af(row)
-			if err != nil || a.k == kNull {
+			_, _, dx, dy, ok, err := datetimePair(af, bf, row, now)
+			if !ok {
 				return nullVal, err
-			}
-			b, err := bf(row)
-			if err != nil || b.k == kNull {
-				return nullVal, err
-			}
-			x, _, ok1 := a.toDatetime(now)
-			y, _, ok2 := b.toDatetime(now)
-			if !ok1 || !ok2 {
-				return nullVal, nil
-			}
-			dx, okx := dayNumber(x)
-			dy, oky := dayNumber(y)
-			if !okx || !oky {
-				return nullVal, nil
 			}
 			return intVal(dx - dy), nil
 		}}, nil
@@ -811,6 +797,31 @@ func dayNumber(p int64) (int64, bool) {
 	return delsum + y/4 - temp, true
 }
 
+// datetimePair evaluates the two arguments of DATEDIFF or TIMESTAMPDIFF
+// as packed DATETIMEs with their day numbers; ok is false (the result
+// NULL) when either is NULL or not a valid date, or on err.
+func datetimePair(af, bf func([]any) (val, error), row []any, now func() time.Time) (x, y, dx, dy int64, ok bool, err error) {
+	a, err := af(row)
+	if err != nil || a.k == kNull {
+		return 0, 0, 0, 0, false, err
+	}
+	b, err := bf(row)
+	if err != nil || b.k == kNull {
+		return 0, 0, 0, 0, false, err
+	}
+	x, _, ok1 := a.toDatetime(now)
+	y, _, ok2 := b.toDatetime(now)
+	if !ok1 || !ok2 {
+		return 0, 0, 0, 0, false, nil
+	}
+	dx, okx := dayNumber(x)
+	dy, oky := dayNumber(y)
+	if !okx || !oky {
+		return 0, 0, 0, 0, false, nil
+	}
+	return x, y, dx, dy, true, nil
+}
+
 func (c *compiler) timestampdiff(x *ast.FuncCallExpr) (node, error) {
 	unit := x.Args[0].(*ast.TimeUnitExpr).Unit
 	ns, err := c.compileAll(x.Args[1:])
@@ -818,24 +829,11 @@ func (c *compiler) timestampdiff(x *ast.FuncCallExpr) (node, error) {
 		return node{}, err
 	}
 	now := c.now
+	af, bf := ns[0].f, ns[1].f
 	return node{t: typ{k: kInt}, f: func(row []any) (val, error) {
-		a, err := ns[0].f(row)
-		if err != nil || a.k == kNull {
+		x, y, dx, dy, ok, err := datetimePair(af, bf, row, now)
+		if !ok {
 			return nullVal, err
-		}
-		b, err := ns[1].f(row)
-		if err != nil || b.k == kNull {
-			return nullVal, err
-		}
-		x, _, ok1 := a.toDatetime(now)
-		y, _, ok2 := b.toDatetime(now)
-		if !ok1 || !ok2 {
-			return nullVal, nil
-		}
-		dx, okx := dayNumber(x)
-		dy, oky := dayNumber(y)
-		if !okx || !oky {
-			return nullVal, nil
 		}
 		tx, ty := unpackDatetime(x), unpackDatetime(y)
 		usx := dx*86400e6 + ((tx.h*60+tx.mi)*60+tx.s)*1e6 + tx.us
