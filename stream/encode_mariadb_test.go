@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/big"
 	"strconv"
 	"strings"
@@ -263,12 +261,7 @@ func encRow(t *testing.T, e *Encoder, s *sqlschema.Table, op string, before, aft
 func (env *encEnv) readBinlog(ctx context.Context, t *testing.T, want int) []encChange {
 	t.Helper()
 	src, file, pos, s, deb, canal := env.src, env.file, env.pos, env.schema, env.deb, env.canal
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: 1<<30 + 77, Flavor: gomysql.MariaDBFlavor,
-		Host: src.Host(), Port: uint16(src.Port()), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword,
-		ParseTime: false, UseDecimal: true, TimestampStringLocation: time.UTC,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	syncer := src.BinlogSyncer(1<<30 + 77)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(gomysql.Position{Name: file, Pos: pos})
 	if err != nil {

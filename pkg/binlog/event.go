@@ -3,6 +3,7 @@ package binlog
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 )
@@ -59,4 +60,14 @@ func MySQLGTID(e *replication.GTIDEvent) string {
 		return ""
 	}
 	return fmt.Sprintf("%x-%x-%x-%x-%x:%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], e.GNO)
+}
+
+// Decoding sets in cfg how this worker decodes row images: temporal
+// values as text (TIMESTAMP in UTC), DECIMAL as decimal.Decimal. Every
+// binlog reader of the worker decodes so (upstream.NewOpener), and tests
+// that reproduce its row images too (mariadbtest.Instance.BinlogSyncer).
+func Decoding(cfg *replication.BinlogSyncerConfig) {
+	cfg.ParseTime = false
+	cfg.TimestampStringLocation = time.UTC
+	cfg.UseDecimal = true
 }

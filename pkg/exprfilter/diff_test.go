@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -405,12 +403,20 @@ func startDiff(t *testing.T, nrows int, seed uint64) *diffEnv {
 	}
 	env := &diffEnv{db: db, table: table, rows: map[int64][]any{}}
 
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: 1<<30 + 91, Flavor: gomysql.MariaDBFlavor,
-		Host: src.Host(), Port: uint16(src.Port()), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword,
-		ParseTime: false, UseDecimal: true, TimestampStringLocation: time.UTC,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	binlogRows(ctx, t, src, 1<<30+91, file, pos, "t", nrows, func(row []any) {
+		id := int64(row[0].(int32))
+		env.rows[id] = row
+		env.ids = append(env.ids, id)
 	})
+	return env
+}
+
+// binlogRows reads the rows events of table from file:pos of src, decoded
+// as the worker's readers decode them, and hands each row image to fn
+// until n rows have passed.
+func binlogRows(ctx context.Context, t *testing.T, src *mariadbtest.Instance, serverID uint32, file string, pos uint32, table string, n int, fn func(row []any)) {
+	t.Helper()
+	syncer := src.BinlogSyncer(serverID)
 	defer syncer.Close()
 	streamer, err := syncer.StartSync(gomysql.Position{Name: file, Pos: pos})
 	if err != nil {
@@ -418,22 +424,20 @@ func startDiff(t *testing.T, nrows int, seed uint64) *diffEnv {
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for len(env.rows) < nrows {
+	for seen := 0; seen < n; {
 		ev, err := streamer.GetEvent(rctx)
 		if err != nil {
-			t.Fatalf("binlog after %d of %d rows: %v", len(env.rows), nrows, err)
+			t.Fatalf("binlog after %d of %d rows: %v", seen, n, err)
 		}
 		e, ok := ev.Event.(*replication.RowsEvent)
-		if !ok || string(e.Table.Table) != "t" {
+		if !ok || string(e.Table.Table) != table {
 			continue
 		}
 		for _, row := range e.Rows {
-			id := int64(row[0].(int32))
-			env.rows[id] = row
-			env.ids = append(env.ids, id)
+			seen++
+			fn(row)
 		}
 	}
-	return env
 }
 
 // serverResults evaluates the expression on every row: 1/0 per id, or the

@@ -2,14 +2,8 @@ package exprfilter
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
-
-	gomysql "github.com/go-mysql-org/go-mysql/mysql"
-	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/dmworker/dm-worker/pkg/sqlschema"
 	"github.com/dmworker/dm-worker/tests/mariadbtest"
@@ -113,50 +107,26 @@ func TestDMExpressionFilterCase(t *testing.T) {
 		exprs = append(exprs, e)
 	}
 
-	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
-		ServerID: 1<<30 + 92, Flavor: gomysql.MariaDBFlavor,
-		Host: src.Host(), Port: uint16(src.Port()), User: mariadbtest.SourceUser, Password: mariadbtest.SourcePassword,
-		ParseTime: false, UseDecimal: true, TimestampStringLocation: time.UTC,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	skipped := 0
+	binlogRows(ctx, t, src, 1<<30+92, file, pos, "t1", n, func(row []any) {
+		want := row[1].(int32) == 1
+		var matched []string
+		for _, x := range exprs {
+			ok, err := x.Eval(row)
+			if err != nil {
+				t.Errorf("row %v: %s: %v", row[0], x, err)
+			}
+			if ok {
+				matched = append(matched, x.String())
+			}
+		}
+		if got := len(matched) > 0; got != want {
+			t.Errorf("row id %v (should_skip %v): filtered %v by [%s]", row[0], want, got, strings.Join(matched, "; "))
+		}
+		if len(matched) > 0 {
+			skipped++
+		}
 	})
-	defer syncer.Close()
-	streamer, err := syncer.StartSync(gomysql.Position{Name: file, Pos: pos})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	seen, skipped := 0, 0
-	for seen < n {
-		ev, err := streamer.GetEvent(rctx)
-		if err != nil {
-			t.Fatalf("binlog after %d of %d rows: %v", seen, n, err)
-		}
-		e, ok := ev.Event.(*replication.RowsEvent)
-		if !ok || string(e.Table.Table) != "t1" {
-			continue
-		}
-		for _, row := range e.Rows {
-			seen++
-			want := row[1].(int32) == 1
-			var matched []string
-			for _, x := range exprs {
-				ok, err := x.Eval(row)
-				if err != nil {
-					t.Errorf("row %v: %s: %v", row[0], x, err)
-				}
-				if ok {
-					matched = append(matched, x.String())
-				}
-			}
-			if got := len(matched) > 0; got != want {
-				t.Errorf("row id %v (should_skip %v): filtered %v by [%s]", row[0], want, got, strings.Join(matched, "; "))
-			}
-			if len(matched) > 0 {
-				skipped++
-			}
-		}
-	}
 	if skipped != n/2 {
 		t.Errorf("%d of %d rows filtered, want %d", skipped, n, n/2)
 	}

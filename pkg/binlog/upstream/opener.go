@@ -82,23 +82,20 @@ var _ binlog.StreamOpener = (*Opener)(nil)
 // open dump counts as a binlog reader of the source in readers, the
 // worker's budget of source connections (nil: not counted).
 func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, serverID uint32, readers *dbconn.Budget) *Opener {
-	return &Opener{
+	o := &Opener{
 		ep:      ep,
 		useGTID: src.EnableGTID,
 		readers: readers,
 		cfg: replication.BinlogSyncerConfig{
-			ServerID:                serverID,
-			Flavor:                  flavor,
-			Host:                    src.From.Host,
-			Port:                    uint16(src.From.Port),
-			User:                    src.From.User,
-			Password:                src.From.Password,
-			TLSConfig:               ep.TLS,
-			ParseTime:               false,
-			TimestampStringLocation: time.UTC,
-			UseDecimal:              true,
-			HeartbeatPeriod:         Heartbeat,
-			EventCacheCount:         EventCache,
+			ServerID:        serverID,
+			Flavor:          flavor,
+			Host:            src.From.Host,
+			Port:            uint16(src.From.Port),
+			User:            src.From.User,
+			Password:        src.From.Password,
+			TLSConfig:       ep.TLS,
+			HeartbeatPeriod: Heartbeat,
+			EventCacheCount: EventCache,
 			// No ReadTimeout: go-mysql would set a read deadline before
 			// every packet. A DeadlineDialer bounds the handshake, the read
 			// loop's silence limit the dump.
@@ -108,6 +105,8 @@ func NewOpener(src *config.SourceConfig, ep *dbconn.Endpoint, flavor string, ser
 			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		},
 	}
+	binlog.Decoding(&o.cfg)
+	return o
 }
 
 // Open starts a binlog dump at loc: at loc.GTID when the source uses GTID
