@@ -189,7 +189,7 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		if !oky {
 			y = 0
 		}
-		return cmpInt64(x, y), true
+		return compare3(x, y), true
 	case cmpDur:
 		x, okx := a.toDuration()
 		y, oky := b.toDuration()
@@ -199,7 +199,7 @@ func (c *comparator) cmp(a, b val, now nowFn) (int, bool) {
 		if !oky {
 			y = 0
 		}
-		return cmpInt64(x, y), true
+		return compare3(x, y), true
 	}
 	return 0, false
 }
@@ -209,7 +209,9 @@ func yearDatetime(v val) int64 {
 	return packDatetime(v.i, 0, 0, 0, 0, 0, 0)
 }
 
-func cmpInt64(x, y int64) int {
+// compare3 is -1, 0 or 1 as x is below, equal to or above y (0 when
+// either is a NaN, which no comparison orders).
+func compare3[T int64 | uint64 | float64](x, y T) int {
 	switch {
 	case x < y:
 		return -1
@@ -231,7 +233,7 @@ func cmpInts(a, b val) int {
 	}
 	switch {
 	case au && bu:
-		return cmpUint64(uint64(ai), uint64(bi))
+		return compare3(uint64(ai), uint64(bi))
 	case au:
 		if ai < 0 || bi < 0 { // a >= 2^63, or b negative
 			return 1
@@ -241,17 +243,7 @@ func cmpInts(a, b val) int {
 			return -1
 		}
 	}
-	return cmpInt64(ai, bi)
-}
-
-func cmpUint64(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
+	return compare3(ai, bi)
 }
 
 // yearConst reads a constant compared with a YEAR column as the column

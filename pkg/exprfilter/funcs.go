@@ -518,14 +518,14 @@ func numFunc1(name string, a node) node {
 			switch k {
 			case kFloat:
 				x := v.toFloat()
-				return intVal(int64(cmpFloats(x, 0))), nil
+				return intVal(int64(compare3(x, 0))), nil
 			case kDec:
 				return intVal(int64(v.toDec().Sign())), nil
 			case kUint:
 				return boolVal(v.i != 0), nil
 			}
 			n, _ := v.toInt()
-			return intVal(int64(cmpInt64(n, 0))), nil
+			return intVal(int64(compare3(n, 0))), nil
 		case "abs":
 			switch k {
 			case kFloat:
@@ -563,16 +563,6 @@ func numFunc1(name string, a node) node {
 		n, _ := v.toInt()
 		return intVal(n), nil
 	}}
-}
-
-func cmpFloats(x, y float64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // round is ROUND(x[, d]): DECIMAL and integers half away from zero,
